@@ -1,0 +1,71 @@
+"""The command line: parse arguments, call the library, print, exit with a documented code."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import ExitCode, KillbenchError
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="killbench: %(message)s", stream=sys.stderr)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except KillbenchError as exc:
+            click.echo(f"killbench: error: {exc}", err=True)
+            sys.exit(int(exc.exit_code))
+        except KeyboardInterrupt:
+            click.echo("killbench: interrupted; results so far are in the journal, "
+                       "run the same command again to resume", err=True)
+            sys.exit(int(ExitCode.INTERRUPTED))
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="killbench")
+@click.option("-v", "--verbose", is_flag=True, help="More log output.")
+def main(verbose: bool) -> None:
+    """killbench: score test generators by mutation testing."""
+    _setup_logging(verbose)
+
+
+def _jobs_option(f):
+    return click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+                        help="Parallel workers (default: the number of cores).")(f)
+
+
+@main.command()
+@click.argument("target")
+@_jobs_option
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write every mutant as a record to this file.")
+@click.option("--fresh", is_flag=True, help="Ignore an earlier journal and baseline (kept aside).")
+@click.option("--operators", default=None,
+              help="Comma-separated operator names (default: the default set).")
+def mutate(target: str, jobs, json_path, fresh, operators) -> None:
+    """Run TARGET's own suite against every mutant (a pin name or a project directory)."""
+    from .config import resolve
+    from .harness import mutate_target
+    from .summary import render, to_json
+
+    spec = resolve(target)
+    ops = [o.strip() for o in operators.split(",")] if operators else None
+    run = mutate_target(spec, jobs=jobs, operators=ops, fresh=fresh)
+    click.echo(render(run))
+    if json_path:
+        json_path.write_text(json.dumps(to_json(run), indent=1, sort_keys=True))
+        click.echo(f"wrote {len(run.records)} mutant records to {json_path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""The mutation harness: prepare a target, run its clean baseline, enumerate its
+mutants, and run each one through a pool of worker sandboxes into the journal.
+
+Stages: prepare -> baseline -> enumerate -> reach -> run -> records. Each result is
+journaled as it arrives; running the same command again resumes from the journal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from . import __version__
+from .baseline import Baseline, run_baseline
+from .config import TargetSpec
+from .errors import HarnessError
+from .journal import Journal, set_aside
+from .locations import cache_subdir
+from .mutate import Candidate, default_operators, enumerate_file
+from .reach import StatementIndex, reach_of
+from .records import VERDICTS, Mutant, MutantRecord, Outcome, Reach
+from .runner import RunSettings, run_mutant, selection_for
+from .sandbox import Sandbox
+from .targets import PreparedTarget, prepare
+
+log = logging.getLogger("killbench")
+
+
+def default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def workdir_for(target: PreparedTarget) -> Path:
+    return cache_subdir("work") / f"{target.name}-{target.fingerprint[:12]}"
+
+
+def _write_json(path: Path, data) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def load_or_run_baseline(target: PreparedTarget, workdir: Path, fresh: bool = False) -> Baseline:
+    path = workdir / "baseline.json"
+    if path.exists() and not fresh:
+        base = Baseline.from_dict(json.loads(path.read_text()))
+        if base.fingerprint == target.fingerprint:
+            return base
+    sandbox = Sandbox(target, workdir / "sandboxes" / "baseline")
+    base = run_baseline(sandbox, target.fingerprint)
+    _write_json(path, base.to_dict())
+    return base
+
+
+def enumerate_target(target: PreparedTarget, operators=None) -> list[Candidate]:
+    """Every candidate mutant of every source file, in a stable order."""
+    out: list[Candidate] = []
+    for sf in target.sources:
+        text = (target.tree / sf.path).read_bytes().decode("utf-8")
+        out.extend(enumerate_file(sf.path, text, operators))
+    out.sort(key=lambda c: (c.mutant.path, c.mutant.start, c.mutant.end, c.mutant.operator,
+                            c.mutant.replacement))
+    return out
+
+
+def reach_all(target: PreparedTarget, baseline: Baseline, candidates: list[Candidate]) -> dict[str, Reach]:
+    indexes: dict[str, StatementIndex] = {}
+    excluded = set(baseline.excluded)
+    out = {}
+    for c in candidates:
+        m = c.mutant
+        if m.path not in indexes:
+            indexes[m.path] = StatementIndex((target.tree / m.path).read_bytes().decode("utf-8"))
+        executed = baseline.coverage.get(m.path, {}).get("executed", {})
+        out[m.id] = reach_of(m, executed, indexes[m.path], excluded)
+    return out
+
+
+def decided_without_run(c: Candidate, reach: Reach) -> Outcome | None:
+    """Outcomes that follow without running: invalid, identical bytecode, unreached."""
+    if not c.compiles:
+        return Outcome("invalid", ran=False, selection="none", detail=c.error)
+    if c.mutant.unkillable == "identical bytecode":
+        return Outcome("survived", ran=False, selection="none",
+                       detail="not run: compiles to the same bytecode as the original")
+    if not reach.reachable:
+        return Outcome("survived", ran=False, selection="none",
+                       detail="not run: no test executes this line")
+    return None
+
+
+@dataclass
+class MutationRun:
+    """The result of `killbench mutate` on one target."""
+
+    target: PreparedTarget
+    baseline: Baseline
+    records: list[MutantRecord]
+    wall_s: float
+    workdir: Path
+    operators: tuple[str, ...]
+    resumed: int = 0  # results taken from the journal of an earlier, interrupted run
+    extra: dict = field(default_factory=dict)
+
+    def counts(self) -> dict:
+        return summarize(self.records)
+
+
+def summarize(records: list[MutantRecord]) -> dict:
+    """Counts by verdict and the survivor split, with the invariants asserted."""
+    verdicts = Counter(r.outcome.verdict for r in records)
+    for v in verdicts:
+        assert v in VERDICTS, v
+    kinds = Counter(r.outcome.killed_by.kind for r in records
+                    if r.outcome.verdict == "killed" and r.outcome.killed_by)
+    survived = [r for r in records if r.outcome.verdict == "survived"]
+    unkillable = [r for r in records if r.mutant.unkillable]
+    surv_unkillable = [r for r in survived if r.mutant.unkillable]
+    surv_reach = [r for r in survived if not r.mutant.unkillable and r.reach.reachable]
+    surv_unreached = [r for r in survived if not r.mutant.unkillable and not r.reach.reachable]
+    task_set = sorted(r.mutant.id for r in records if r.outcome.verdict == "survived"
+                      and r.reach.reachable and not r.mutant.unkillable)
+    total = len(records)
+    assert sum(verdicts.values()) == total
+    assert len(surv_reach) + len(surv_unreached) + len(surv_unkillable) == len(survived)
+    assert task_set == sorted(r.mutant.id for r in surv_reach)
+    assert sum(kinds.values()) == verdicts.get("killed", 0)
+    killable_ran = [r for r in records if not r.mutant.unkillable
+                    and r.outcome.verdict in ("killed", "survived", "timeout")]
+    return {
+        "mutants": total,
+        "verdicts": {v: verdicts.get(v, 0) for v in VERDICTS},
+        "killed_by": dict(sorted(kinds.items())),
+        "unkillable": len(unkillable),
+        "unkillable_reasons": dict(sorted(Counter(r.mutant.unkillable for r in unkillable).items())),
+        "survived_reachable": len(surv_reach),
+        "survived_unreachable": len(surv_unreached),
+        "survived_unkillable": len(surv_unkillable),
+        "task_set": len(task_set),
+        "score": {"killed": verdicts.get("killed", 0), "of": len(killable_ran),
+                  "what": "killable mutants with a killed/survived/timeout verdict"},
+    }
+
+
+class _Progress:
+    """Mutants done / total, verdicts so far and time left, on a terminal only."""
+
+    def __init__(self, total: int, initial: int, label: str):
+        self.bar = tqdm(total=total, initial=initial, desc=label, unit="mutant",
+                        disable=not sys.stderr.isatty(), dynamic_ncols=True, file=sys.stderr)
+        self.counts: Counter = Counter()
+
+    def update(self, verdict: str) -> None:
+        self.counts[verdict] += 1
+        self.bar.set_postfix({k: v for k, v in self.counts.items()}, refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def run_mutants(target: PreparedTarget, baseline: Baseline, todo: list[tuple[Mutant, list[str] | None]],
+                workdir: Path, jobs: int, on_result, settings: RunSettings = RunSettings(),
+                progress: _Progress | None = None, sandbox_prefix: str = "w") -> None:
+    """Run (mutant, selection) pairs on `jobs` sandboxes; on_result(mutant, outcome) per result."""
+    if not todo:
+        return
+    jobs = max(1, min(jobs, len(todo)))
+    pool: queue.Queue[Sandbox] = queue.Queue()
+    sandboxes = [Sandbox(target, workdir / "sandboxes" / f"{sandbox_prefix}{i}") for i in range(jobs)]
+    for sb in sandboxes:
+        pool.put(sb)
+    lock = threading.Lock()
+
+    def work(mutant: Mutant, tests):
+        sb = pool.get()
+        try:
+            return mutant, run_mutant(sb, baseline, mutant, tests, settings)
+        finally:
+            pool.put(sb)
+
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        pending = set()
+        items = iter(todo)
+        try:
+            for mutant, tests in items:
+                pending.add(ex.submit(work, mutant, tests))
+                if len(pending) >= jobs * 2:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        m, outcome = fut.result()
+                        with lock:
+                            on_result(m, outcome)
+                            if progress:
+                                progress.update(outcome.verdict)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    m, outcome = fut.result()
+                    with lock:
+                        on_result(m, outcome)
+                        if progress:
+                            progress.update(outcome.verdict)
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            for sb in sandboxes:
+                sb.kill()
+            raise
+
+
+def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fresh: bool = False,
+                  settings: RunSettings = RunSettings(), show_progress: bool = True,
+                  target: PreparedTarget | None = None) -> MutationRun:
+    """`killbench mutate`: every mutant of a target through its own suite."""
+    started = time.monotonic()
+    target = target or prepare(spec)
+    ops = tuple(sorted(operators or default_operators()))
+    workdir = workdir_for(target)
+    workdir.mkdir(parents=True, exist_ok=True)
+    journal_path = workdir / "journal.jsonl"
+    if fresh:
+        set_aside(journal_path)
+    baseline = load_or_run_baseline(target, workdir, fresh=fresh)
+    candidates = enumerate_target(target, ops)
+    if len({c.mutant.id for c in candidates}) != len(candidates):
+        raise HarnessError(f"target {spec.name}: two mutants share an id")
+    reaches = reach_all(target, baseline, candidates)
+    header = {"killbench": __version__, "fingerprint": target.fingerprint, "operators": list(ops),
+              "timeout_factor": settings.timeout_factor, "timeout_floor": settings.timeout_floor}
+    journal = Journal(journal_path, header)
+    resumed = len(journal.entries)
+    todo = []
+    try:
+        for c in candidates:
+            if journal.done(c.mutant.id):
+                continue
+            outcome = decided_without_run(c, reaches[c.mutant.id])
+            if outcome is not None:
+                journal.append(c.mutant.id, {"outcome": outcome.to_dict()})
+            else:
+                todo.append((c.mutant, selection_for(reaches[c.mutant.id], baseline)))
+        progress = _Progress(len(candidates), len(candidates) - len(todo), spec.name) \
+            if show_progress else None
+        try:
+            run_mutants(target, baseline, todo, workdir, jobs or default_jobs(),
+                        lambda m, o: journal.append(m.id, {"outcome": o.to_dict()}),
+                        settings, progress)
+        finally:
+            if progress:
+                progress.close()
+    finally:
+        journal.close()
+    records = []
+    for c in candidates:
+        entry = journal.entries.get(c.mutant.id)
+        if entry is None:
+            raise HarnessError(f"mutant {c.mutant.id} has no result after the run")
+        records.append(MutantRecord(c.mutant, reaches[c.mutant.id], Outcome.from_dict(entry["outcome"])))
+    return MutationRun(target=target, baseline=baseline, records=records,
+                       wall_s=time.monotonic() - started, workdir=workdir, operators=ops,
+                       resumed=resumed)

@@ -1,0 +1,215 @@
+"""Enumerate the mutants of a source file: ids, spans, functions, unkillable reasons.
+
+Every proposal from the operators is applied to the file's bytes and compiled:
+one that does not compile is kept with the verdict ``invalid`` (it is reported, never
+run); one that compiles to the same bytecode as the original is flagged unkillable
+("identical bytecode"). Mutants inside ``if TYPE_CHECKING:`` and in annotations that
+are never evaluated are flagged with their reason too. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import types
+import warnings
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from .operators import HANDLERS, OPERATORS, Proposal, Source
+from .records import Mutant
+
+UNKILLABLE_TYPE_CHECKING = "inside `if TYPE_CHECKING:` (never runs)"
+UNKILLABLE_FUTURE_ANNOTATION = "annotation never evaluated (from __future__ import annotations)"
+UNKILLABLE_LOCAL_ANNOTATION = "local variable annotation (never evaluated)"
+UNKILLABLE_IDENTICAL = "identical bytecode"
+
+
+def default_operators() -> tuple[str, ...]:
+    return tuple(name for name, op in OPERATORS.items() if op.default)
+
+
+def held_out_operators() -> tuple[str, ...]:
+    return tuple(name for name, op in OPERATORS.items() if not op.default)
+
+
+@dataclass
+class Candidate:
+    """A mutant plus whether it compiled (invalid ones are reported, not run)."""
+
+    mutant: Mutant
+    compiles: bool
+    error: str | None = None
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+class _Context:
+    """What the operators and the unkillable rules need to know about each node."""
+
+    def __init__(self, tree: ast.Module):
+        self.parent: dict[ast.AST, ast.AST] = {}
+        self.docstrings: set[int] = set()
+        self.skip: set[int] = set()  # inside f-strings
+        self.type_checking: set[int] = set()
+        self.annotation: dict[int, str] = {}  # node id -> "future" | "local" | "evaluated"
+        self.qualname: dict[int, str | None] = {}
+        self.future_annotations = any(
+            isinstance(n, ast.ImportFrom) and n.module == "__future__"
+            and any(a.name == "annotations" for a in n.names) for n in tree.body)
+        self._walk(tree, None, [], False)
+
+    def _mark(self, node: ast.AST, into: set[int] | dict, value=None) -> None:
+        for sub in ast.walk(node):
+            if isinstance(into, set):
+                into.add(id(sub))
+            else:
+                into.setdefault(id(sub), value)
+
+    def _walk(self, node: ast.AST, parent, scope: list[str], in_function: bool) -> None:
+        if parent is not None:
+            self.parent[node] = parent
+        self.qualname[id(node)] = ".".join(scope) if scope else None
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                self.docstrings.add(id(body[0].value))
+        if isinstance(node, ast.JoinedStr):
+            self._mark(node, self.skip)
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for stmt in node.body:
+                self._mark(stmt, self.type_checking)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            kind = "future" if self.future_annotations else "evaluated"
+            args = node.args
+            for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
+                if a is not None and a.annotation is not None:
+                    self._mark(a.annotation, self.annotation, kind)
+            if node.returns is not None:
+                self._mark(node.returns, self.annotation, kind)
+        if isinstance(node, ast.AnnAssign):
+            kind = "local" if in_function else ("future" if self.future_annotations else "evaluated")
+            self._mark(node.annotation, self.annotation, kind)
+        child_scope, child_in_function = scope, in_function
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            child_scope = scope + (["<locals>"] if in_function else []) + [node.name]
+            child_in_function = not isinstance(node, ast.ClassDef)
+        for field, value in ast.iter_fields(node):
+            items = value if isinstance(value, list) else [value]
+            for child in items:
+                if not isinstance(child, ast.AST):
+                    continue
+                # decorators, defaults, annotations and bases run in the enclosing scope
+                in_header = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                    and field in ("decorator_list", "args", "returns", "bases", "keywords")
+                if in_header:
+                    self._walk(child, node, scope, in_function)
+                else:
+                    self._walk(child, node, child_scope, child_in_function)
+
+    def is_docstring(self, node: ast.AST) -> bool:
+        return id(node) in self.docstrings
+
+    def unkillable(self, node: ast.AST) -> str | None:
+        if id(node) in self.type_checking:
+            return UNKILLABLE_TYPE_CHECKING
+        kind = self.annotation.get(id(node))
+        if kind == "future":
+            return UNKILLABLE_FUTURE_ANNOTATION
+        if kind == "local":
+            return UNKILLABLE_LOCAL_ANNOTATION
+        return None
+
+
+def _code_equal(a: types.CodeType, b: types.CodeType) -> bool:
+    """Same behaviour-relevant content, ignoring line and column tables."""
+    attrs = ("co_code", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_argcount",
+             "co_posonlyargcount", "co_kwonlyargcount", "co_flags", "co_name", "co_qualname",
+             "co_exceptiontable", "co_nlocals", "co_stacksize")
+    for attr in attrs:
+        if getattr(a, attr, None) != getattr(b, attr, None):
+            return False
+    if len(a.co_consts) != len(b.co_consts):
+        return False
+    for x, y in zip(a.co_consts, b.co_consts):
+        if isinstance(x, types.CodeType) and isinstance(y, types.CodeType):
+            if not _code_equal(x, y):
+                return False
+        elif type(x) is not type(y) or x != y:
+            if not (isinstance(x, float) and isinstance(y, float) and x != x and y != y):
+                return False
+    return True
+
+
+def _compile(data: bytes, filename: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return compile(data, filename, "exec", dont_inherit=True)
+
+
+def mutant_id(path: str, file_sha: str, p: Proposal) -> str:
+    blob = "\0".join([path, file_sha, p.operator, str(p.start), str(p.end), p.replacement])
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def _enclosing_function(ctx: _Context, node: ast.AST) -> str | None:
+    return ctx.qualname.get(id(node))
+
+
+def enumerate_file(path: str, text: str, operators: Iterable[str] | None = None) -> Iterator[Candidate]:
+    """All mutants of one file by the given operators (default set if None)."""
+    wanted = set(operators if operators is not None else default_operators())
+    unknown = wanted - set(OPERATORS)
+    if unknown:
+        raise ValueError(f"unknown operators: {sorted(unknown)}")
+    src = Source(text)
+    tree = ast.parse(src.data, filename=path)
+    ctx = _Context(tree)
+    original_code = _compile(src.data, path)
+    file_sha = hashlib.sha256(src.data).hexdigest()
+    seen: set[tuple] = set()
+    for node in ast.walk(tree):
+        handler = HANDLERS.get(type(node))
+        if handler is None or id(node) in ctx.skip:
+            continue
+        for p in handler(src, node, ctx):
+            if p.operator not in wanted:
+                continue
+            key = (p.start, p.end, p.replacement)
+            if key in seen or src.get(p.start, p.end) == p.replacement:
+                continue
+            seen.add(key)
+            yield _candidate(path, src, ctx, original_code, file_sha, p)
+
+
+def _candidate(path, src: Source, ctx: _Context, original_code, file_sha, p: Proposal) -> Candidate:
+    line, col = src.line_col(p.start)
+    end_line, end_col = src.line_col(p.end)
+    mutated = src.data[:p.start] + p.replacement.encode("utf-8") + src.data[p.end:]
+    reason = ctx.unkillable(p.node)
+    compiles, error = True, None
+    try:
+        code = _compile(mutated, path)
+    except (SyntaxError, ValueError) as exc:
+        compiles, error = False, f"{type(exc).__name__}: {exc}"
+    else:
+        if reason is None and _code_equal(code, original_code):
+            reason = UNKILLABLE_IDENTICAL
+    mutant = Mutant(
+        id=mutant_id(path, file_sha, p), path=path, line=line, end_line=end_line, col=col,
+        end_col=end_col, start=p.start, end=p.end, function=_enclosing_function(ctx, p.node),
+        operator=p.operator, original=src.get(p.start, p.end), replacement=p.replacement,
+        unkillable=reason)
+    return Candidate(mutant, compiles, error)
+
+
+def apply(original: bytes, mutant: Mutant) -> bytes:
+    """The mutated file content; checks the span still holds the original text."""
+    if original[mutant.start:mutant.end].decode("utf-8") != mutant.original:
+        raise ValueError(f"mutant {mutant.id}: {mutant.path} bytes {mutant.start}-{mutant.end} "
+                         "no longer hold the original text (the file changed)")
+    return original[:mutant.start] + mutant.replacement.encode("utf-8") + original[mutant.end:]

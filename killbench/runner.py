@@ -1,0 +1,158 @@
+"""Run selected tests against one mutant in one sandbox, and say what happened.
+
+The verdict comes from pytest's exit code and the probe's structured events, never
+from printed text:
+
+    exit 0, the selected tests ran, target imported from the sandbox -> survived
+    exit 1 with a failed test                                         -> killed (assertion
+                                                                          or exception)
+    deadline passed (whole process group killed)                      -> timeout
+    exit 2/3/4/5, a signal, or no report                              -> the same tests
+        are run on clean code in the same sandbox: if they pass there, the mutant
+        caused it -> killed (collection-error, or crash); if not -> harness-error
+    selected tests missing from the collection                        -> rerun on the
+        full suite; still wrong -> harness-error
+    target imported from outside the sandbox, or sources changed      -> harness-error
+
+A harness-error is never a kill.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .baseline import Baseline
+from .mutate import apply
+from .records import KilledBy, Mutant, Outcome, Reach, RunReport
+from .sandbox import Sandbox
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    timeout_factor: float = 3.0
+    timeout_floor: float = 10.0
+
+
+def test_files(nodeids: list[str]) -> list[str]:
+    """The file arguments that collect these node ids."""
+    return sorted({n.split("::", 1)[0] for n in nodeids})
+
+
+def selection_for(reach: Reach, baseline: Baseline) -> list[str] | None:
+    """Covering tests, or None for the full suite (import-time code)."""
+    if reach.import_time:
+        return None
+    valid = set(baseline.tests)
+    return [t for t in reach.covered_by if t in valid]
+
+
+def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
+         settings: RunSettings) -> RunReport:
+    spec = sandbox.target.spec
+    args = ["-x"] + (list(spec.tests) if tests is None else test_files(tests))
+    timeout = baseline.timeout_for(tests, settings.timeout_factor, settings.timeout_floor)
+    report, _ = sandbox.run_pytest(args, select=tests, exclude=baseline.excluded, timeout=timeout)
+    return report
+
+
+def _imports_ok(report: RunReport, sandbox: Sandbox) -> str | None:
+    """None if every imported target module came from the sandbox, else the problem."""
+    imported = {k: v for k, v in report.modules.items() if v}
+    outside = {k: v for k, v in imported.items() if not sandbox.contains(v)}
+    if outside:
+        return f"target imported from outside the sandbox: {outside}"
+    if report.finished and not imported:
+        return "the selected tests never imported the target"
+    return None
+
+
+def _first_failure(report: RunReport) -> KilledBy | None:
+    for t in report.tests:
+        if t.outcome == "failed" and not t.xfail:
+            kind = "assertion" if (t.when == "call" and t.assertion) else "exception"
+            return KilledBy(kind=kind, test=t.nodeid, exc_type=t.exc_type)
+    return None
+
+
+def _clean_passes(sandbox: Sandbox, baseline: Baseline, tests, settings) -> tuple[bool, RunReport]:
+    report = _run(sandbox, baseline, tests, settings)
+    ok = (report.returncode == 0 and report.finished and not report.missing
+          and _imports_ok(report, sandbox) is None)
+    return ok, report
+
+
+def classify(report: RunReport, sandbox: Sandbox) -> tuple[str, KilledBy | None, str | None]:
+    """First reading of one run: verdict, how killed, detail; 'check' needs a clean rerun."""
+    if report.sources_changed:
+        return "harness-error", None, f"the run changed sandbox sources: {report.sources_changed}"
+    if report.timed_out:
+        return "timeout", None, None
+    problem = _imports_ok(report, sandbox)
+    if problem:
+        return "harness-error", None, problem
+    if report.missing:
+        return "missing", None, f"{len(report.missing)} selected tests were not collected"
+    if report.returncode == 0 and report.finished:
+        if not report.ran_tests():
+            return "harness-error", None, "exit 0 but no test ran"
+        return "survived", None, None
+    if report.returncode == 1 and report.finished:
+        killed_by = _first_failure(report)
+        if killed_by is not None:
+            return "killed", killed_by, None
+        if report.collect_errors:
+            return "killed", KilledBy("collection-error", report.collect_errors[0]["nodeid"]), None
+    return "check", None, None
+
+
+def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list[str] | None,
+               settings: RunSettings = RunSettings()) -> Outcome:
+    """Write the mutant into the sandbox, run the selection, restore, classify."""
+    start = time.monotonic()
+    selection = "full" if tests is None else "covering"
+    original = (sandbox.target.tree / mutant.path).read_bytes()
+    sandbox.write(mutant.path, apply(original, mutant))
+    try:
+        report = _run(sandbox, baseline, tests, settings)
+        verdict, killed_by, detail = classify(report, sandbox)
+        if verdict == "missing" and tests is not None:
+            selection = "full"
+            report = _run(sandbox, baseline, None, settings)
+            verdict, killed_by, detail = classify(report, sandbox)
+    finally:
+        sandbox.restore()
+    if verdict == "missing":
+        verdict = "harness-error"
+    if verdict == "check":
+        clean_ok, clean = _clean_passes(sandbox, baseline, None if selection == "full" else tests,
+                                        settings)
+        code = "signal %d" % -report.returncode if (report.returncode or 0) < 0 else \
+            f"exit {report.returncode}"
+        if clean_ok:
+            if report.collect_errors or report.returncode in (2, 4) or report.exitstatus == 5:
+                where = report.collect_errors[0]["nodeid"] if report.collect_errors else None
+                verdict, killed_by = "killed", KilledBy("collection-error", where)
+            else:
+                verdict, killed_by = "killed", KilledBy("crash", None)
+            detail = f"pytest {code} under the mutant; the same tests pass on clean code"
+        else:
+            verdict = "harness-error"
+            detail = (f"pytest {code} under the mutant and the same tests fail on clean code too "
+                      f"(clean exit {clean.returncode}): {report.stderr_tail[-300:]}")
+    return Outcome(verdict=verdict, killed_by=killed_by,
+                   duration_s=round(time.monotonic() - start, 3), ran=True,
+                   selection=selection, detail=detail)
+
+
+def run_clean(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
+              settings: RunSettings = RunSettings()) -> Outcome:
+    """The same run with no mutant: must survive (used by doctor's alternation check)."""
+    start = time.monotonic()
+    report = _run(sandbox, baseline, tests, settings)
+    verdict, killed_by, detail = classify(report, sandbox)
+    if verdict in ("check", "missing"):
+        verdict = "harness-error"
+    return Outcome(verdict=verdict, killed_by=killed_by,
+                   duration_s=round(time.monotonic() - start, 3),
+                   selection="full" if tests is None else "covering", detail=detail)

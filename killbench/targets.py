@@ -1,0 +1,330 @@
+"""Pins and local projects into prepared targets: download, verify, build, install.
+
+A pin's sdist is downloaded with pip into the cache and verified by sha256 before
+anything else touches it. The project is built into a wheel, and that wheel's
+content (the non-editable install) is what each worker sandbox imports; the
+target environment holds only the target's dependencies and test requirements,
+so a broken import path fails loudly instead of silently importing another copy.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from . import __version__
+from .config import TargetSpec
+from .errors import TargetError, UserError
+from .locations import PROBE_DIR, cache_subdir
+
+log = logging.getLogger("killbench")
+
+COVERAGE_PIN = "coverage==7.17.5"
+DEFAULT_PYTEST = "pytest==9.0.3"
+_SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__",
+              "build", "dist", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules"}
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file to mutate: where it is in the project and where it is imported from."""
+
+    path: str  # relative to the project root, e.g. "src/cachetools/func.py"
+    module_path: str  # relative to its import root, e.g. "cachetools/func.py"
+    sha256: str
+
+
+@dataclass(frozen=True)
+class TargetEnv:
+    """A virtual environment holding a target's dependencies and test requirements."""
+
+    root: Path
+    requirements: tuple[str, ...]
+
+    @property
+    def python(self) -> Path:
+        return self.root / "bin" / "python"
+
+    @property
+    def pytest(self) -> Path:
+        return self.root / "bin" / "pytest"
+
+
+@dataclass(frozen=True)
+class PreparedTarget:
+    """Everything needed to make worker sandboxes of one target."""
+
+    spec: TargetSpec
+    tree: Path  # pristine project tree: unpacked sdist or a snapshot of the local project
+    site: Path | None  # pristine content of the built wheel; None when built without one
+    env: TargetEnv
+    sources: tuple[SourceFile, ...]
+    import_names: tuple[str, ...]
+    fingerprint: str  # what results depend on; names the work directory
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def source(self, path: str) -> SourceFile:
+        for sf in self.sources:
+            if sf.path == path:
+                return sf
+        raise KeyError(path)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _run(cmd: list[str], what: str, target: str, cwd: Path | None = None,
+         env: dict | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+        raise TargetError(target, f"{what} failed (exit {proc.returncode}):\n  " + "\n  ".join(tail))
+    return proc
+
+
+def download_sdist(spec: TargetSpec) -> Path:
+    """The verified sdist of a pin, downloaded once into the cache."""
+    dest = cache_subdir("sdists") / spec.sdist_sha256
+    dest.mkdir(exist_ok=True)
+    found = [p for p in dest.iterdir() if p.suffix in (".gz", ".zip") or p.name.endswith(".tar.gz")]
+    if found:
+        path = found[0]
+        if sha256_file(path) == spec.sdist_sha256:
+            return path
+        path.unlink()
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        log.info("downloading %s==%s (sdist) with pip", spec.name, spec.version)
+        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", spec.name,
+              "--disable-pip-version-check", "-q", "-d", tmp, f"{spec.name}=={spec.version}"],
+             "pip download", spec.name)
+        files = [p for p in Path(tmp).iterdir() if p.is_file()]
+        if len(files) != 1:
+            raise TargetError(spec.name, f"pip download gave {len(files)} files, expected one sdist")
+        got = sha256_file(files[0])
+        if got != spec.sdist_sha256:
+            raise TargetError(spec.name, f"sdist sha256 mismatch for {files[0].name}: pin says "
+                              f"{spec.sdist_sha256}, download is {got}. Nothing was used. Check the "
+                              f"pin in {spec.source_file} (or whether the index serves another file).")
+        final = dest / files[0].name
+        shutil.move(str(files[0]), final)
+    return final
+
+
+def _unpack_sdist(archive: Path, spec: TargetSpec) -> Path:
+    out = cache_subdir("trees") / f"{spec.name}-{spec.version}-{spec.sdist_sha256[:12]}"
+    if (out / ".killbench-ready").exists():
+        return out / "tree"
+    if out.exists():
+        shutil.rmtree(out)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent))
+    try:
+        if archive.name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as zf:
+                zf.extractall(tmp)
+        else:
+            with tarfile.open(archive) as tf:
+                tf.extractall(tmp, filter="data")
+        tops = [p for p in tmp.iterdir()]
+        if len(tops) != 1 or not tops[0].is_dir():
+            raise TargetError(spec.name, f"sdist {archive.name} does not unpack to one directory")
+        tops[0].rename(tmp / "tree")
+        (tmp / ".killbench-ready").write_text("ok\n")
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out / "tree"
+
+
+def _ignore(_dir: str, names: list[str]) -> list[str]:
+    return [n for n in names if n in _SKIP_DIRS or n.endswith(".egg-info") or n.endswith(".pyc")]
+
+
+def tree_digest(tree: Path) -> str:
+    """Content hash of a project tree (skipping VCS, caches, virtualenvs)."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
+        for fn in sorted(filenames):
+            if fn.endswith(".pyc"):
+                continue
+            p = Path(dirpath) / fn
+            rel = p.relative_to(tree).as_posix()
+            h.update(rel.encode() + b"\0")
+            if p.is_symlink():
+                h.update(os.readlink(p).encode())
+            else:
+                h.update(sha256_file(p).encode())
+    return h.hexdigest()
+
+
+def _snapshot_local(spec: TargetSpec) -> tuple[Path, str]:
+    digest = tree_digest(spec.project_dir)
+    out = cache_subdir("trees") / f"local-{spec.name}-{digest[:16]}"
+    if not (out / ".killbench-ready").exists():
+        if out.exists():
+            shutil.rmtree(out)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent))
+        shutil.copytree(spec.project_dir, tmp / "tree", ignore=_ignore, symlinks=True)
+        (tmp / ".killbench-ready").write_text("ok\n")
+        tmp.rename(out)
+    return out / "tree", digest
+
+
+def _build_wheel(tree: Path, key: str, spec: TargetSpec) -> Path:
+    """Build the project's wheel once (pip, with build isolation) and unpack it."""
+    out = cache_subdir("wheels") / key
+    if (out / ".killbench-ready").exists():
+        return out / "site"
+    if out.exists():
+        shutil.rmtree(out)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent))
+    try:
+        build_src = tmp / "src"
+        shutil.copytree(tree, build_src, ignore=_ignore, symlinks=True)
+        log.info("building a wheel of %s", spec.name)
+        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check",
+              "-q", "-w", str(tmp / "wheel"), str(build_src)], "building the wheel", spec.name)
+        wheels = list((tmp / "wheel").glob("*.whl"))
+        if len(wheels) != 1:
+            raise TargetError(spec.name, f"pip wheel produced {len(wheels)} wheels, expected one")
+        with zipfile.ZipFile(wheels[0]) as zf:
+            zf.extractall(tmp / "site")
+        shutil.rmtree(build_src)
+        (tmp / ".killbench-ready").write_text(wheels[0].name + "\n")
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out / "site"
+
+
+def wheel_requirements(site: Path) -> list[str]:
+    """Runtime dependencies of the built wheel, with markers evaluated here."""
+    metas = list(site.glob("*.dist-info/METADATA"))
+    if len(metas) != 1:
+        return []
+    msg = email.parser.Parser().parsestr(metas[0].read_text(encoding="utf-8"))
+    out = []
+    for line in msg.get_all("Requires-Dist") or []:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        req.marker = None
+        out.append(str(req))
+    return out
+
+
+def ensure_env(requirements: list[str], target: str) -> TargetEnv:
+    """A venv with exactly these requirements, shared by every target that needs the same."""
+    reqs = tuple(sorted(set(requirements)))
+    key = hashlib.sha256(json.dumps([sys.version, sys.executable, reqs]).encode()).hexdigest()[:16]
+    root = cache_subdir("envs") / key
+    env = TargetEnv(root=root, requirements=reqs)
+    if (root / ".killbench-ready").exists():
+        return env
+    if root.exists():
+        shutil.rmtree(root)
+    log.info("creating the environment for %s: %s", target, ", ".join(reqs))
+    _run([sys.executable, "-m", "venv", str(root)], "creating a virtual environment", target)
+    req_file = root / "killbench-requirements.txt"
+    req_file.write_text("\n".join(reqs) + "\n")
+    _run([str(env.python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+          "-r", str(req_file)], "installing test requirements", target)
+    (root / ".killbench-ready").write_text("ok\n")
+    return env
+
+
+def _expand_sources(spec: TargetSpec, tree: Path) -> list[Path]:
+    files: list[Path] = []
+    for rel in spec.mutate:
+        p = tree / rel
+        if p.is_file():
+            files.append(p)
+        elif p.is_dir():
+            files.extend(sorted(x for x in p.rglob("*.py") if "__pycache__" not in x.parts))
+        else:
+            raise UserError(f"target {spec.name}: mutate path {rel!r} not found in the project tree")
+    out = []
+    for f in files:
+        rel = f.relative_to(tree).as_posix()
+        if any(fnmatch(rel, pat) for pat in spec.exclude):
+            continue
+        out.append(f)
+    if not out:
+        raise UserError(f"target {spec.name}: `mutate` {list(spec.mutate)} selects no .py files "
+                        f"(after exclude {list(spec.exclude)})")
+    return out
+
+
+def _module_path(file: Path, tree: Path) -> str:
+    """Path relative to the import root: climb while the parent is a package."""
+    d = file.parent
+    parts = [file.name]
+    while d != tree and (d / "__init__.py").exists():
+        parts.insert(0, d.name)
+        d = d.parent
+    return "/".join(parts)
+
+
+def prepare(spec: TargetSpec) -> PreparedTarget:
+    """Download or snapshot, verify, build and install a target; cached after the first call."""
+    if spec.kind == "pin":
+        archive = download_sdist(spec)
+        tree = _unpack_sdist(archive, spec)
+        origin = spec.sdist_sha256
+    else:
+        tree, origin = _snapshot_local(spec)
+    site = _build_wheel(tree, f"{spec.name}-{origin[:16]}", spec)
+    sources = []
+    for f in _expand_sources(spec, tree):
+        mod = _module_path(f, tree)
+        digest = sha256_file(f)
+        installed = site / mod
+        if not installed.is_file():
+            raise TargetError(spec.name, f"{f.relative_to(tree)} is not in the built wheel (looked "
+                              f"for {mod}); killbench mutates the files the wheel installs")
+        if sha256_file(installed) != digest:
+            raise TargetError(spec.name, f"the wheel's {mod} differs from {f.relative_to(tree)} "
+                              "(the build rewrites it); killbench cannot mutate a file it cannot map")
+        sources.append(SourceFile(f.relative_to(tree).as_posix(), mod, digest))
+    derived = tuple(sorted({s.module_path.split("/")[0].removesuffix(".py") for s in sources}))
+    import_names = spec.import_names or derived
+    requirements = list(spec.test_requires)
+    if not any(Requirement(r).name.lower() == "pytest" for r in requirements):
+        log.info("%s: test_requires names no pytest; adding %s", spec.name, DEFAULT_PYTEST)
+        requirements.append(DEFAULT_PYTEST)
+    requirements += wheel_requirements(site) + [COVERAGE_PIN]
+    env = ensure_env(requirements, spec.name)
+    probe = sha256_file(PROBE_DIR / "killbench_probe.py")
+    fp = hashlib.sha256(json.dumps({
+        "spec": spec.canonical(), "origin": origin, "env": list(env.requirements),
+        "python": sys.version, "probe": probe, "killbench": __version__,
+    }, sort_keys=True).encode()).hexdigest()
+    return PreparedTarget(spec=spec, tree=tree, site=site, env=env, sources=tuple(sources),
+                          import_names=import_names, fingerprint=fp)

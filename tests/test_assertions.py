@@ -1,0 +1,329 @@
+"""The assertion-class rules of killbench.assertions, one example test per rule."""
+
+import ast
+import textwrap
+
+import pytest
+
+from killbench.assertions import ASSERTION_CLASSES, classify_file, classify_test
+
+CASES = [
+    # ---- value
+    ("eq_literal", "def test_x():\n    assert f(2) == 3\n", "value"),
+    ("literal_on_left", "def test_x():\n    assert 3 == f(2)\n", "value"),
+    ("eq_list_literal", "def test_x():\n    assert a == [1, 2]\n", "value"),
+    ("eq_negative_and_nested", "def test_x():\n    assert f() == {'a': (-1, None)}\n", "value"),
+    ("is_true_pins_bool", "def test_x():\n    assert is_prime(7) is True\n", "value"),
+    ("in_literal_set", "def test_x():\n    assert f() in {1, 2}\n", "value"),
+    ("len_eq_literal", "def test_x():\n    assert len(f()) == 3\n", "value"),
+    ("approx_literal", "def test_x():\n    assert f() == pytest.approx(0.3)\n", "value"),
+    ("chained_with_eq", "def test_x():\n    assert 0 < f() == 4\n", "value"),
+    ("and_takes_strongest", "def test_x():\n    assert f() is not None and f() == 2\n", "value"),
+    ("or_of_values", "def test_x():\n    assert f() == 1 or f() == 2\n", "value"),
+    (
+        "local_bound_to_literal",
+        "def test_x():\n    expected = [1, 2]\n    result = f()\n    assert result == expected\n",
+        "value",
+    ),
+    (
+        "local_chain_to_literal",
+        "def test_x():\n    base = 2\n    expected = base * 3\n    assert f() == expected\n",
+        "value",
+    ),
+    (
+        "parametrized_literal",
+        "@pytest.mark.parametrize('x, expected', [(1, 2), pytest.param(2, 4, id='two')])\n"
+        "def test_x(x, expected):\n    assert double(x) == expected\n",
+        "value",
+    ),
+    (
+        "unittest_assert_equal",
+        "def test_x(self):\n    self.assertEqual(f(), 'abc')\n",
+        "value",
+    ),
+    (
+        "several_asserts_strongest",
+        "def test_x():\n    r = f()\n    assert r\n"
+        "    assert isinstance(r, list)\n    assert r[0] == 'a'\n",
+        "value",
+    ),
+    (
+        "raises_then_message_value",
+        "def test_x():\n    with pytest.raises(ValueError) as info:\n        f(-1)\n"
+        "    assert str(info.value) == 'negative'\n",
+        "value",
+    ),
+    (
+        "assert_in_loop",
+        "def test_x():\n    for i in range(3):\n        if i:\n            assert f(i) == 1\n",
+        "value",
+    ),
+    (
+        "mock_called_with_literals",
+        "def test_x(m):\n    m.assert_called_once_with(1, key='a')\n",
+        "value",
+    ),
+    (
+        "numpy_testing_equal",
+        "def test_x():\n    np.testing.assert_allclose(f(), [0.5, 1.5])\n",
+        "value",
+    ),
+    # ---- exception
+    (
+        "pytest_raises_cm",
+        "def test_x():\n    with pytest.raises(ValueError):\n        f(-1)\n",
+        "exception",
+    ),
+    (
+        "pytest_raises_match",
+        "def test_x():\n    with pytest.raises(KeyError, match='k'):\n        f({})\n",
+        "exception",
+    ),
+    (
+        "pytest_raises_call_form",
+        "def test_x():\n    pytest.raises(TypeError, f, None)\n",
+        "exception",
+    ),
+    (
+        "assert_raises_method",
+        "def test_x(self):\n    self.assertRaises(KeyError, f, {})\n",
+        "exception",
+    ),
+    (
+        "try_except_else_fail",
+        "def test_x():\n    try:\n        f(-1)\n    except ValueError:\n        pass\n"
+        "    else:\n        pytest.fail('no raise')\n",
+        "exception",
+    ),
+    (
+        "try_fail_in_body",
+        "def test_x():\n    try:\n        f(-1)\n        assert False\n"
+        "    except (ValueError, TypeError):\n        pass\n",
+        "exception",
+    ),
+    (
+        "exception_beats_existence",
+        "def test_x():\n    assert f(1) is not None\n"
+        "    with pytest.raises(ValueError):\n        f(-1)\n",
+        "exception",
+    ),
+    ("numpy_assert_raises", "def test_x():\n    assert_raises(IndexError, f, [])\n", "exception"),
+    # ---- existence
+    ("is_not_none", "def test_x():\n    assert f() is not None\n", "existence"),
+    ("eq_none_is_existence", "def test_x():\n    assert f() == None\n", "existence"),
+    ("truthiness", "def test_x():\n    assert f()\n", "existence"),
+    ("not_truthiness", "def test_x():\n    assert not f()\n", "existence"),
+    ("isinstance", "def test_x():\n    assert isinstance(f(), dict)\n", "existence"),
+    ("len_positive", "def test_x():\n    assert len(f()) > 0\n", "existence"),
+    ("not_equal_literal", "def test_x():\n    assert f() != 3\n", "existence"),
+    ("literal_member_of_result", "def test_x():\n    assert 'key' in f()\n", "existence"),
+    ("computed_oracle", "def test_x():\n    assert f(x) == f(x)\n", "existence"),
+    (
+        "local_from_call_not_literal",
+        "def test_x():\n    expected = sorted(data)\n    assert f(data) == expected\n",
+        "existence",
+    ),
+    (
+        "local_literal_then_mutated",
+        "def test_x():\n    expected = []\n    expected.append(g())\n    assert f() == expected\n",
+        "existence",
+    ),
+    (
+        "local_rebound_to_call",
+        "def test_x():\n    expected = 1\n    expected = g()\n    assert f() == expected\n",
+        "existence",
+    ),
+    (
+        "parametrize_indirect_not_literal",
+        "@pytest.mark.parametrize('expected', [1, 2], indirect=True)\n"
+        "def test_x(expected):\n    assert f() == expected\n",
+        "existence",
+    ),
+    (
+        "parametrized_then_mutated",
+        "@pytest.mark.parametrize('expected', [[1], [2]])\n"
+        "def test_x(expected):\n    expected.append(g())\n    assert f() == expected\n",
+        "existence",
+    ),
+    (
+        "try_except_exception_else_fail",
+        "def test_x():\n    try:\n        f(-1)\n    except Exception:\n        pass\n"
+        "    else:\n        pytest.fail('no raise')\n",
+        "existence",
+    ),
+    (
+        "try_bare_except_else_fail",
+        "def test_x():\n    try:\n        f(-1)\n    except:\n        pass\n"
+        "    else:\n        raise AssertionError\n",
+        "existence",
+    ),
+    ("is_none", "def test_x():\n    assert f() is None\n", "existence"),
+    (
+        "fixture_param_not_literal",
+        "def test_x(expected):\n    assert f() == expected\n",
+        "existence",
+    ),
+    (
+        "raises_generic_exception",
+        "def test_x():\n    with pytest.raises(Exception):\n        f(-1)\n",
+        "existence",
+    ),
+    (
+        "raises_tuple_with_base_exception",
+        "def test_x():\n    with pytest.raises((ValueError, BaseException)):\n        f(-1)\n",
+        "existence",
+    ),
+    ("unittest_assert_true", "def test_x(self):\n    self.assertTrue(f())\n", "existence"),
+    ("unittest_equal_none", "def test_x(self):\n    self.assertEqual(f(), None)\n", "existence"),
+    ("or_weakest", "def test_x():\n    assert f() == 1 or f()\n", "existence"),
+    (
+        # the handler swallows the failure, so this is no try pattern; assert False
+        # still counts as a hand-written failure
+        "try_fail_swallowed_by_assertion_error",
+        "def test_x():\n    try:\n        f(-1)\n        assert False\n"
+        "    except AssertionError:\n        pass\n",
+        "existence",
+    ),
+    (
+        "loop_variable_not_literal",
+        "def test_x():\n    for i in range(3):\n        assert f(i) == i\n",
+        "existence",
+    ),
+    ("guarded_fail", "def test_x():\n    if f() != 3:\n        pytest.fail('bad')\n", "existence"),
+    ("numpy_assert_truthiness", "def test_x():\n    assert_(f() > 1)\n", "existence"),
+    (
+        "numpy_equal_computed",
+        "def test_x():\n    assert_array_equal(f(a), g(a))\n",
+        "existence",
+    ),
+    (
+        "other_module_call_is_code_under_test",
+        "def test_x():\n    assert subprocess.call(['true']) == 0\n",
+        "value",
+    ),
+    (
+        "match_capture_not_literal",
+        "def test_x():\n    expected = 1\n    match f():\n        case [expected]:\n"
+        "            pass\n    assert g() == expected\n",
+        "existence",
+    ),
+    # ---- none
+    ("no_assert", "def test_x():\n    f(1)\n", "none"),
+    ("helper_call_not_counted", "def test_x():\n    check_equal(f(1), 2)\n", "none"),
+    (
+        "assert_in_nested_def_not_counted",
+        "def test_x():\n    def check(v):\n        assert v == 2\n    f(1)\n",
+        "none",
+    ),
+    ("assert_true_constant", "def test_x():\n    f()\n    assert True\n", "none"),
+    ("literal_tautology", "def test_x():\n    f()\n    assert 1 == 1\n", "none"),
+    (
+        "try_except_without_fail",
+        "def test_x():\n    try:\n        f(-1)\n    except ValueError:\n        pass\n",
+        "none",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "source, expected", [(src, cls) for _, src, cls in CASES], ids=[name for name, _, _ in CASES]
+)
+def test_classify_test_table(source, expected):
+    assert classify_test(source) == expected
+
+
+def test_table_covers_every_class():
+    assert {cls for _, _, cls in CASES} == set(ASSERTION_CLASSES)
+    assert len(CASES) >= 25
+
+
+def test_classes_are_ordered_strongest_first():
+    assert ASSERTION_CLASSES == ("value", "exception", "existence", "none")
+
+
+def test_accepts_a_node_and_indented_source():
+    node = ast.parse("def test_x():\n    assert f() == 1\n").body[0]
+    assert classify_test(node) == "value"
+    indented = "    def test_m(self):\n        self.assertIsNotNone(f())\n"
+    assert classify_test(indented) == "existence"
+
+
+def test_source_with_helper_picks_the_test():
+    source = "def helper():\n    assert g() == 1\n\ndef test_x():\n    helper()\n"
+    assert classify_test(source) == "none"
+
+
+def test_source_without_a_single_test_is_rejected():
+    with pytest.raises(ValueError, match="exactly one test function"):
+        classify_test("def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+
+
+MODULE = textwrap.dedent(
+    """
+    import unittest
+    import pytest
+
+    EXPECTED = (1, 2)
+    MUTATED = []
+    MUTATED.append(3)
+
+    def helper(v):
+        assert v == 1
+
+    def test_module_constant():
+        assert f() == EXPECTED
+
+    def test_mutated_module_name():
+        assert f() == MUTATED
+
+    def test_helper_only():
+        helper(f())
+
+    class TestThing:
+        def test_raises(self):
+            with pytest.raises(KeyError):
+                f({})
+
+        def not_a_test(self):
+            assert f() == 1
+
+        class TestInner:
+            def test_inner(self):
+                assert f()
+
+    class Cases(unittest.TestCase):
+        def test_equal(self):
+            self.assertEqual(f(), 2)
+
+    class Helper:
+        def test_not_collected(self):
+            assert f() == 1
+    """
+)
+
+
+def test_classify_file_names_and_classes():
+    assert classify_file(MODULE) == {
+        "test_module_constant": "value",
+        "test_mutated_module_name": "existence",
+        "test_helper_only": "none",
+        "TestThing::test_raises": "exception",
+        "TestThing::TestInner::test_inner": "existence",
+        "Cases::test_equal": "value",
+    }
+
+
+def test_local_binding_shadows_module_constant():
+    source = "EXPECTED = 3\n\ndef test_x():\n    EXPECTED = g()\n    assert f() == EXPECTED\n"
+    assert classify_file(source) == {"test_x": "existence"}
+
+
+def test_syntax_error_names_file_and_line():
+    source = "def test_ok():\n    assert f() == 1\n\ndef test_bad(:\n    pass\n"
+    with pytest.raises(ValueError, match=r"tests/test_gen\.py:4"):
+        classify_file(source, filename="tests/test_gen.py")
+
+
+def test_syntax_error_in_single_test_source():
+    with pytest.raises(ValueError, match=r"<test>:2"):
+        classify_test("def test_x():\n    assert ==\n")
