@@ -30,7 +30,7 @@ from .locations import cache_subdir
 from .mutate import Candidate, default_operators, enumerate_file
 from .reach import StatementIndex, reach_of
 from .records import VERDICTS, Mutant, MutantRecord, Outcome, Reach
-from .runner import RunSettings, run_mutant, selection_for
+from .runner import CleanSelections, RunSettings, run_mutant, selection_for
 from .sandbox import Sandbox
 from .targets import PreparedTarget, prepare
 
@@ -182,11 +182,12 @@ def run_mutants(target: PreparedTarget, baseline: Baseline, todo: list[tuple[Mut
     for sb in sandboxes:
         pool.put(sb)
     lock = threading.Lock()
+    clean = CleanSelections()
 
     def work(mutant: Mutant, tests):
         sb = pool.get()
         try:
-            return mutant, run_mutant(sb, baseline, mutant, tests, settings)
+            return mutant, run_mutant(sb, baseline, mutant, tests, settings, clean)
         finally:
             pool.put(sb)
 

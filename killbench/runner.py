@@ -19,6 +19,7 @@ A harness-error is never a kill.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 
@@ -56,13 +57,16 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
     return report
 
 
-def _imports_ok(report: RunReport, sandbox: Sandbox) -> str | None:
-    """None if every imported target module came from the sandbox, else the problem."""
+def _imports_ok(report: RunReport, sandbox: Sandbox, require: bool = False) -> str | None:
+    """None if every imported target module came from the sandbox, else the problem.
+
+    With ``require``, at least one must have been imported: a run that passed
+    without importing the target judged nothing."""
     imported = {k: v for k, v in report.modules.items() if v}
     outside = {k: v for k, v in imported.items() if not sandbox.contains(v)}
     if outside:
         return f"target imported from outside the sandbox: {outside}"
-    if report.finished and not imported:
+    if require and report.finished and not imported:
         return "the selected tests never imported the target"
     return None
 
@@ -78,7 +82,7 @@ def _first_failure(report: RunReport) -> KilledBy | None:
 def _clean_passes(sandbox: Sandbox, baseline: Baseline, tests, settings) -> tuple[bool, RunReport]:
     report = _run(sandbox, baseline, tests, settings)
     ok = (report.returncode == 0 and report.finished and not report.missing
-          and _imports_ok(report, sandbox) is None)
+          and _imports_ok(report, sandbox, require=True) is None)
     return ok, report
 
 
@@ -93,9 +97,14 @@ def classify(report: RunReport, sandbox: Sandbox) -> tuple[str, KilledBy | None,
         return "harness-error", None, problem
     if report.missing:
         return "missing", None, f"{len(report.missing)} selected tests were not collected"
+    if report.returncode == 5 or report.exitstatus == 5:
+        return "harness-error", None, "no tests were collected: nothing judged this mutant"
     if report.returncode == 0 and report.finished:
         if not report.ran_tests():
-            return "harness-error", None, "exit 0 but no test ran"
+            return "harness-error", None, "exit 0 but no test ran: nothing judged this mutant"
+        problem = _imports_ok(report, sandbox, require=True)
+        if problem:
+            return "harness-error", None, problem
         return "survived", None, None
     if report.returncode == 1 and report.finished:
         killed_by = _first_failure(report)
@@ -106,8 +115,32 @@ def classify(report: RunReport, sandbox: Sandbox) -> tuple[str, KilledBy | None,
     return "check", None, None
 
 
+class CleanSelections:
+    """Whether a covering selection passes on clean code when run on its own.
+
+    A kill under a covering selection counts only if that selection passes on clean
+    code by itself: tests that depend on other tests having run first would
+    otherwise turn into false kills. Results are shared by all workers.
+    """
+
+    def __init__(self):
+        self._known: dict[frozenset, bool] = {}
+        self._lock = threading.Lock()
+
+    def passes(self, sandbox: Sandbox, baseline: Baseline, tests: list[str], settings) -> bool:
+        key = frozenset(tests)
+        with self._lock:
+            if key in self._known:
+                return self._known[key]
+        ok, _ = _clean_passes(sandbox, baseline, tests, settings)
+        with self._lock:
+            self._known[key] = ok
+        return ok
+
+
 def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list[str] | None,
-               settings: RunSettings = RunSettings()) -> Outcome:
+               settings: RunSettings = RunSettings(),
+               clean: CleanSelections | None = None) -> Outcome:
     """Write the mutant into the sandbox, run the selection, restore, classify."""
     start = time.monotonic()
     selection = "full" if tests is None else "covering"
@@ -122,6 +155,18 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
             verdict, killed_by, detail = classify(report, sandbox)
     finally:
         sandbox.restore()
+    if verdict == "killed" and selection == "covering" and clean is not None \
+            and not clean.passes(sandbox, baseline, tests, settings):
+        # the covering tests fail on clean code when run alone: judge on the full suite
+        selection = "full"
+        sandbox.write(mutant.path, apply(original, mutant))
+        try:
+            report = _run(sandbox, baseline, None, settings)
+            verdict, killed_by, detail = classify(report, sandbox)
+        finally:
+            sandbox.restore()
+        detail = ((detail or "") + " (covering tests fail alone on clean code; judged on the "
+                  "full suite)").strip()
     if verdict == "missing":
         verdict = "harness-error"
     if verdict == "check":
@@ -130,7 +175,7 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
         code = "signal %d" % -report.returncode if (report.returncode or 0) < 0 else \
             f"exit {report.returncode}"
         if clean_ok:
-            if report.collect_errors or report.returncode in (2, 4) or report.exitstatus == 5:
+            if report.collect_errors or report.returncode in (2, 4):
                 where = report.collect_errors[0]["nodeid"] if report.collect_errors else None
                 verdict, killed_by = "killed", KilledBy("collection-error", where)
             else:

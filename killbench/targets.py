@@ -29,7 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from . import __version__
 from .config import TargetSpec
 from .errors import TargetError, UserError
-from .locations import PROBE_DIR, cache_subdir
+from .locations import cache_subdir
 
 log = logging.getLogger("killbench")
 
@@ -85,6 +85,15 @@ class PreparedTarget:
             if sf.path == path:
                 return sf
         raise KeyError(path)
+
+
+def instrument_digest() -> str:
+    """Hash of killbench's own code: results from another harness are never reused."""
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
 
 
 def sha256_file(path: Path) -> str:
@@ -321,10 +330,9 @@ def prepare(spec: TargetSpec) -> PreparedTarget:
         requirements.append(DEFAULT_PYTEST)
     requirements += wheel_requirements(site) + [COVERAGE_PIN]
     env = ensure_env(requirements, spec.name)
-    probe = sha256_file(PROBE_DIR / "killbench_probe.py")
     fp = hashlib.sha256(json.dumps({
         "spec": spec.canonical(), "origin": origin, "env": list(env.requirements),
-        "python": sys.version, "probe": probe, "killbench": __version__,
+        "python": sys.version, "instrument": instrument_digest(), "killbench": __version__,
     }, sort_keys=True).encode()).hexdigest()
     return PreparedTarget(spec=spec, tree=tree, site=site, env=env, sources=tuple(sources),
                           import_names=import_names, fingerprint=fp)

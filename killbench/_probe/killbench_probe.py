@@ -114,10 +114,9 @@ def pytest_runtest_protocol(item, nextitem):
 def pytest_runtest_makereport(item, call):
     if call.excinfo is not None:
         etype = call.excinfo.type
-        _EXC[(item.nodeid, call.when)] = (
-            etype.__module__ + "." + etype.__qualname__,
-            issubclass(etype, AssertionError),
-        )
+        # pytest.fail / a pytest.raises that did not raise is an assertion in all but name
+        asserted = issubclass(etype, (AssertionError, pytest.fail.Exception))
+        _EXC[(item.nodeid, call.when)] = (etype.__module__ + "." + etype.__qualname__, asserted)
     return None
 
 
