@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from .operators import HANDLERS, OPERATORS, Proposal, Source
+from .operators import HANDLERS, OPERATORS, Proposal, Source  # noqa: F401 (re-exported)
 from .records import Mutant
 
 UNKILLABLE_TYPE_CHECKING = "inside `if TYPE_CHECKING:` (never runs)"
