@@ -121,6 +121,8 @@ class MutantRecord:
 class TestEvent:
     """One test phase as the probe plugin reported it."""
 
+    __test__ = False  # not a pytest test class
+
     nodeid: str
     when: str
     outcome: str
