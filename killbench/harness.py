@@ -221,6 +221,38 @@ def run_mutants(target: PreparedTarget, baseline: Baseline, todo: list[tuple[Mut
             raise
 
 
+def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[Candidate],
+                   reaches: dict[str, Reach], journal: Journal, jobs: int,
+                   settings: RunSettings = RunSettings(), show_progress: bool = True,
+                   label: str = "") -> list[MutantRecord]:
+    """Outcomes for these candidates: from the journal, decided without a run, or run."""
+    todo = []
+    for c in candidates:
+        if journal.done(c.mutant.id):
+            continue
+        outcome = decided_without_run(c, reaches[c.mutant.id])
+        if outcome is not None:
+            journal.append(c.mutant.id, {"outcome": outcome.to_dict()})
+        else:
+            todo.append((c.mutant, selection_for(reaches[c.mutant.id], baseline)))
+    progress = _Progress(len(candidates), len(candidates) - len(todo), label or target.name) \
+        if show_progress else None
+    try:
+        run_mutants(target, baseline, todo, journal.path.parent, jobs,
+                    lambda m, o: journal.append(m.id, {"outcome": o.to_dict()}),
+                    settings, progress)
+    finally:
+        if progress:
+            progress.close()
+    records = []
+    for c in candidates:
+        entry = journal.entries.get(c.mutant.id)
+        if entry is None:
+            raise HarnessError(f"mutant {c.mutant.id} has no result after the run")
+        records.append(MutantRecord(c.mutant, reaches[c.mutant.id], Outcome.from_dict(entry["outcome"])))
+    return records
+
+
 def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fresh: bool = False,
                   settings: RunSettings = RunSettings(), show_progress: bool = True,
                   target: PreparedTarget | None = None) -> MutationRun:
@@ -242,33 +274,11 @@ def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fre
               "timeout_factor": settings.timeout_factor, "timeout_floor": settings.timeout_floor}
     journal = Journal(journal_path, header)
     resumed = len(journal.entries)
-    todo = []
     try:
-        for c in candidates:
-            if journal.done(c.mutant.id):
-                continue
-            outcome = decided_without_run(c, reaches[c.mutant.id])
-            if outcome is not None:
-                journal.append(c.mutant.id, {"outcome": outcome.to_dict()})
-            else:
-                todo.append((c.mutant, selection_for(reaches[c.mutant.id], baseline)))
-        progress = _Progress(len(candidates), len(candidates) - len(todo), spec.name) \
-            if show_progress else None
-        try:
-            run_mutants(target, baseline, todo, workdir, jobs or default_jobs(),
-                        lambda m, o: journal.append(m.id, {"outcome": o.to_dict()}),
-                        settings, progress)
-        finally:
-            if progress:
-                progress.close()
+        records = run_candidates(target, baseline, candidates, reaches, journal,
+                                 jobs or default_jobs(), settings, show_progress, spec.name)
     finally:
         journal.close()
-    records = []
-    for c in candidates:
-        entry = journal.entries.get(c.mutant.id)
-        if entry is None:
-            raise HarnessError(f"mutant {c.mutant.id} has no result after the run")
-        records.append(MutantRecord(c.mutant, reaches[c.mutant.id], Outcome.from_dict(entry["outcome"])))
     return MutationRun(target=target, baseline=baseline, records=records,
                        wall_s=time.monotonic() - started, workdir=workdir, operators=ops,
                        resumed=resumed)

@@ -1,0 +1,320 @@
+"""The frozen benchmark: build, verify and digest per-target manifests.
+
+A manifest holds every mutant of the benchmark population of one target with its
+baseline verdict and reachability, and three derived sets: the task set (survived,
+reachable, not unkillable), the held-out population (mutants no generator is shown,
+for transfer) and the unkillable mutants with their reasons. Manifests hold only
+what is deterministic (no durations, no paths of this machine), so building twice
+gives identical bytes, and the digest over all of them names the benchmark.
+
+The build settings (seed, sample sizes, the held-out minimum) are read from
+``manifests/build.toml``, which is committed before the manifests are built: that is
+the pre-registration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import tempfile
+from collections import Counter, defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomli
+
+from . import __version__
+from .config import TargetSpec
+from .errors import KillbenchError, UserError
+from .harness import (enumerate_target, load_or_run_baseline, reach_all, run_candidates,
+                      summarize, workdir_for)
+from .journal import Journal
+from .locations import repo_root
+from .mutate import Candidate, default_operators, held_out_operators
+from .records import MutantRecord
+from .runner import RunSettings
+from .targets import prepare
+
+log = logging.getLogger("killbench")
+
+SCHEMA = 1
+RECORD_FIELDS = ("id", "path", "line", "end_line", "col", "end_col", "start", "end", "function",
+                 "operator", "original", "replacement", "unkillable", "verdict", "killed_by",
+                 "reachable", "import_time", "covered_by", "ran", "selection")
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """What a manifest build depends on besides the pins; pre-registered in build.toml."""
+
+    seed: int = 0
+    max_mutants: int = 300  # default-operator mutants sampled per target (all when fewer)
+    max_held_out_family: int = 100  # held-out-family mutants per target
+    per_function_min: int = 1  # held-out mutants every task-set function must have
+    heldout_minimum: int = 100  # per target: the held-out population size the build aims for
+    timeout_factor: float = 3.0
+    timeout_floor: float = 10.0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def manifests_dir() -> Path:
+    return repo_root() / "manifests"
+
+
+def load_build_settings(path: Path | None = None) -> BuildSettings:
+    path = path or manifests_dir() / "build.toml"
+    if not path.exists():
+        return BuildSettings()
+    data = tomli.loads(path.read_text())
+    known = set(BuildSettings.__dataclass_fields__)
+    unknown = set(data) - known - {"schema"}
+    if unknown:
+        raise UserError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
+    return BuildSettings(**{k: v for k, v in data.items() if k in known})
+
+
+def canonical_bytes(obj) -> bytes:
+    return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _rank(seed: int, mutant_id: str) -> str:
+    return hashlib.sha256(f"{seed}:{mutant_id}".encode()).hexdigest()
+
+
+def _record(r: MutantRecord) -> dict:
+    d = r.to_dict()
+    d["covered_by"] = list(r.reach.covered_by)
+    return {k: d[k] for k in RECORD_FIELDS}
+
+
+def _pick_held_out_family(candidates: list[Candidate], task_functions: set, settings: BuildSettings) -> list[Candidate]:
+    """Held-out-family mutants, those in task-set functions first, then the rest."""
+    valid = [c for c in candidates if c.compiles and not c.mutant.unkillable]
+    valid.sort(key=lambda c: (c.mutant.function not in task_functions, _rank(settings.seed, c.mutant.id)))
+    return valid[: settings.max_held_out_family]
+
+
+def build_manifest(spec: TargetSpec, settings: BuildSettings, jobs: int,
+                   show_progress: bool = True) -> dict:
+    """Run the pre-registered build for one target; returns the manifest (a plain dict)."""
+    target = prepare(spec)
+    workdir = workdir_for(target)
+    workdir.mkdir(parents=True, exist_ok=True)
+    baseline = load_or_run_baseline(target, workdir)
+    run_settings = RunSettings(settings.timeout_factor, settings.timeout_floor)
+    all_default = enumerate_target(target, default_operators())
+    all_family = enumerate_target(target, held_out_operators())
+    everything = {c.mutant.id: c for c in all_default + all_family}
+    if len(everything) != len(all_default) + len(all_family):
+        raise KillbenchError(f"target {spec.name}: two mutants share an id")
+    reaches = reach_all(target, baseline, list(everything.values()))
+    header = {"killbench": __version__, "fingerprint": target.fingerprint, "build": settings.to_dict(),
+              "purpose": "manifest"}
+    journal = Journal(workdir / "manifest-journal.jsonl", header)
+    try:
+        ranked = sorted(all_default, key=lambda c: _rank(settings.seed, c.mutant.id))
+        sampled = ranked[: settings.max_mutants]
+        first = run_candidates(target, baseline, sampled, reaches, journal, jobs, run_settings,
+                               show_progress, f"{spec.name} (sample)")
+        task = {r.mutant.id for r in first if r.outcome.verdict == "survived"
+                and r.reach.reachable and not r.mutant.unkillable}
+        task_functions = {everything[i].mutant.function for i in task}
+        family = _pick_held_out_family(all_family, task_functions, settings)
+        chosen = {c.mutant.id for c in sampled} | {c.mutant.id for c in family}
+        # every task-set function gets held-out mutants: top up from the unsampled ones
+        per_fn = Counter(everything[i].mutant.function for i in chosen - task
+                         if everything[i].compiles and not everything[i].mutant.unkillable)
+        extra = []
+        spare = sorted((c for c in ranked[settings.max_mutants:] if c.compiles and not c.mutant.unkillable),
+                       key=lambda c: _rank(settings.seed, c.mutant.id))
+        for fn in sorted(task_functions, key=str):
+            need = settings.per_function_min - per_fn.get(fn, 0)
+            for c in spare:
+                if need <= 0:
+                    break
+                if c.mutant.function == fn and c.mutant.id not in chosen:
+                    extra.append(c)
+                    chosen.add(c.mutant.id)
+                    need -= 1
+        second = run_candidates(target, baseline, family + extra, reaches, journal, jobs,
+                                run_settings, show_progress, f"{spec.name} (held-out)")
+    finally:
+        journal.close()
+    records = sorted(first + second, key=lambda r: (r.mutant.path, r.mutant.start, r.mutant.end,
+                                                     r.mutant.operator, r.mutant.replacement))
+    return _assemble(target, baseline, records, task, settings)
+
+
+def _assemble(target, baseline, records: list[MutantRecord], task: set, settings: BuildSettings) -> dict:
+    counts = summarize([r for r in records if r.mutant.operator in default_operators()])
+    held_out = sorted(r.mutant.id for r in records if r.mutant.id not in task
+                      and r.outcome.verdict != "invalid" and not r.mutant.unkillable)
+    unkillable = {r.mutant.id: r.mutant.unkillable for r in records if r.mutant.unkillable}
+    task_sorted = sorted(task)
+    assert not set(held_out) & task, "the held-out population overlaps the task set"
+    assert task_sorted == sorted(r.mutant.id for r in records if r.mutant.operator in default_operators()
+                                 and r.outcome.verdict == "survived" and r.reach.reachable
+                                 and not r.mutant.unkillable)
+    by_id = {r.mutant.id: r for r in records}
+    task_fns = sorted({by_id[i].mutant.function or "<module>" for i in task})
+    held_fn = Counter(by_id[i].mutant.function or "<module>" for i in held_out)
+    missing = [fn for fn in task_fns if held_fn.get(fn, 0) < settings.per_function_min]
+    spec = target.spec
+    return {
+        "schema": SCHEMA,
+        "killbench": __version__,
+        "target": {**spec.canonical(), "source_lines": _source_lines(target)},
+        "build": settings.to_dict(),
+        "operators": {"default": list(default_operators()), "held_out_only": list(held_out_operators())},
+        "baseline": {"tests": len(baseline.tests), "flaky": baseline.flaky,
+                     "deselected": baseline.deselected, "skipped": len(baseline.skipped),
+                     "lines_hit": baseline.lines_hit, "lines_total": baseline.lines_total},
+        "counts": {**counts, "population": len(records),
+                   "held_out": len(held_out), "held_out_family": sum(
+                       1 for r in records if r.mutant.operator in held_out_operators())},
+        "task_set": task_sorted,
+        "held_out": {
+            "ids": held_out,
+            "size": len(held_out),
+            "minimum": settings.heldout_minimum,
+            "minimum_met": len(held_out) >= settings.heldout_minimum,
+            "task_functions": len(task_fns),
+            "task_functions_without_held_out": missing,
+        },
+        "unkillable": dict(sorted(unkillable.items())),
+        "mutants": [_record(r) for r in records],
+    }
+
+
+def _source_lines(target) -> int:
+    n = 0
+    for sf in target.sources:
+        n += sum(1 for line in (target.tree / sf.path).read_text(encoding="utf-8").splitlines()
+                 if line.strip())
+    return n
+
+
+def write_manifest(manifest: dict, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{manifest['target']['name']}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_bytes(canonical_bytes(manifest))
+    os.replace(tmp, path)
+    return path
+
+
+def load_manifests(directory: Path | None = None) -> dict[str, dict]:
+    directory = directory or manifests_dir()
+    out = {}
+    for p in sorted(directory.glob("*.json")):
+        if p.name == "index.json":
+            continue
+        data = json.loads(p.read_text(encoding="utf-8"))
+        if data.get("schema") != SCHEMA:
+            raise UserError(f"{p}: manifest schema {data.get('schema')!r}, this killbench reads {SCHEMA}")
+        out[data["target"]["name"]] = data
+    return out
+
+
+def digest(manifests: dict[str, dict]) -> str:
+    """sha256 over the canonical content of all manifests, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(manifests):
+        h.update(name.encode() + b"\0" + canonical_bytes(manifests[name]))
+    return h.hexdigest()
+
+
+def index_of(manifests: dict[str, dict]) -> dict:
+    rows = []
+    for name in sorted(manifests):
+        m = manifests[name]
+        c = m["counts"]
+        v = c["verdicts"]
+        rows.append({"name": name, "version": m["target"]["version"],
+                     "source_lines": m["target"]["source_lines"], "tests": m["baseline"]["tests"],
+                     "line_coverage": [m["baseline"]["lines_hit"], m["baseline"]["lines_total"]],
+                     "mutants": c["mutants"], "killed": v["killed"], "survived": v["survived"],
+                     "timeout": v["timeout"], "invalid": v["invalid"], "harness_error": v["harness-error"],
+                     "reachable_survivors": c["survived_reachable"], "unkillable": c["unkillable"],
+                     "task_set": len(m["task_set"]), "held_out": m["held_out"]["size"],
+                     "held_out_minimum_met": m["held_out"]["minimum_met"]})
+    return {"schema": SCHEMA, "killbench": __version__, "digest": digest(manifests), "targets": rows}
+
+
+def write_index(directory: Path | None = None) -> dict:
+    directory = directory or manifests_dir()
+    index = index_of(load_manifests(directory))
+    (directory / "index.json").write_bytes(canonical_bytes(index))
+    return index
+
+
+def current_digest(directory: Path | None = None) -> str | None:
+    """The digest every printed or written result carries (None if no manifests)."""
+    manifests = load_manifests(directory)
+    return digest(manifests) if manifests else None
+
+
+@contextmanager
+def fresh_cache():
+    """A throw-away cache root: verify downloads and builds everything from scratch."""
+    old = os.environ.get("KILLBENCH_CACHE")
+    with tempfile.TemporaryDirectory(prefix="killbench-verify-") as tmp:
+        os.environ["KILLBENCH_CACHE"] = tmp
+        try:
+            yield Path(tmp)
+        finally:
+            if old is None:
+                os.environ.pop("KILLBENCH_CACHE", None)
+            else:
+                os.environ["KILLBENCH_CACHE"] = old
+
+
+def verify_manifest(spec: TargetSpec, manifest: dict, sample: int, seed: int, jobs: int) -> list[str]:
+    """Re-run a seeded sample of the manifest's mutants from scratch; the differences."""
+    from .harness import run_mutants
+    from .records import Mutant
+    from .runner import selection_for
+
+    if manifest["target"] != {**spec.canonical(), "source_lines": manifest["target"]["source_lines"]}:
+        return [f"{spec.name}: the pin differs from the one the manifest was built from"]
+    build = BuildSettings(**manifest["build"])
+    with fresh_cache():
+        target = prepare(spec)
+        workdir = workdir_for(target)
+        workdir.mkdir(parents=True, exist_ok=True)
+        baseline = load_or_run_baseline(target, workdir)
+        rng = random.Random(seed)
+        records = manifest["mutants"]
+        picked = rng.sample(records, min(sample, len(records)))
+        names = set(Mutant.__dataclass_fields__)
+        cands = {}
+        for rec in picked:
+            m = Mutant(**{k: rec[k] for k in names})
+            cands[m.id] = Candidate(m, compiles=rec["verdict"] != "invalid")
+        reaches = reach_all(target, baseline, list(cands.values()))
+        problems = []
+        todo = []
+        from .harness import decided_without_run
+        outcomes = {}
+        for i, c in cands.items():
+            out = decided_without_run(c, reaches[i])
+            if out is None:
+                todo.append((c.mutant, selection_for(reaches[i], baseline)))
+            else:
+                outcomes[i] = out
+        run_mutants(target, baseline, todo, workdir, jobs, lambda m, o: outcomes.__setitem__(m.id, o),
+                    RunSettings(build.timeout_factor, build.timeout_floor), sandbox_prefix="verify")
+        for rec in picked:
+            i = rec["id"]
+            got_v, got_r = outcomes[i].verdict, reaches[i].reachable
+            if got_v != rec["verdict"] or got_r != rec["reachable"]:
+                problems.append(f"{spec.name} {i} {rec['path']}:{rec['line']} {rec['operator']}: "
+                                f"manifest {rec['verdict']}/{'reachable' if rec['reachable'] else 'unreached'}, "
+                                f"now {got_v}/{'reachable' if got_r else 'unreached'}")
+    return problems
