@@ -109,5 +109,101 @@ def doctor(target: str, jobs, sample, seed, json_path) -> None:
     sys.exit(int(ExitCode.CHECK_FAILED) if failed else 0)
 
 
+@main.group()
+def manifests() -> None:
+    """Build and verify the frozen benchmark's manifests."""
+
+
+@manifests.command("build")
+@click.argument("targets", nargs=-1)
+@_jobs_option
+def manifests_build(targets, jobs) -> None:
+    """Regenerate manifests from the pins (maintainers); all pins if none named."""
+    from .config import list_pins, resolve
+    from .errors import KillbenchError
+    from .harness import default_jobs
+    from .manifests import (build_manifest, load_build_settings, manifests_dir,
+                            write_benchmark_doc, write_index, write_manifest)
+
+    settings = load_build_settings()
+    names = list(targets) or [p.stem for p in list_pins()]
+    failed = []
+    for name in names:
+        try:
+            manifest = build_manifest(resolve(name), settings, jobs or default_jobs())
+        except KillbenchError as exc:
+            click.echo(f"killbench: error: {exc}", err=True)
+            click.echo(f"killbench: {name} skipped; other targets' manifests are intact", err=True)
+            failed.append(name)
+            continue
+        path = write_manifest(manifest, manifests_dir())
+        c = manifest["counts"]
+        click.echo(f"{name}: {c['mutants']} mutants, task set {len(manifest['task_set'])}, "
+                   f"held-out {manifest['held_out']['size']} -> {path}")
+    index = write_index()
+    doc = write_benchmark_doc()
+    click.echo(f"manifest digest {index['digest']} ({len(index['targets'])} targets); wrote {doc}")
+    if failed:
+        click.echo(f"failed: {', '.join(failed)}", err=True)
+        sys.exit(int(ExitCode.TARGET_ERROR))
+
+
+@manifests.command("verify")
+@click.argument("targets", nargs=-1)
+@click.option("--sample", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@_jobs_option
+def manifests_verify(targets, sample, seed, jobs) -> None:
+    """Re-run a sample of each manifest from scratch; fail on any difference."""
+    import time
+
+    from .config import resolve
+    from .harness import default_jobs
+    from .manifests import load_manifests, verify_manifest
+
+    found = load_manifests()
+    names = list(targets) or sorted(found)
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise click.BadParameter(f"no manifest for {missing}; built: {sorted(found)}")
+    problems = []
+    for name in names:
+        start = time.monotonic()
+        diffs = verify_manifest(resolve(name), found[name], sample, seed, jobs or default_jobs())
+        click.echo(f"{name}: {'reproduced' if not diffs else f'{len(diffs)} differences'} "
+                   f"({min(sample, len(found[name]['mutants']))} mutants, {time.monotonic() - start:.0f} s)")
+        for d in diffs:
+            click.echo(f"  - {d}")
+        problems += diffs
+    sys.exit(int(ExitCode.CHECK_FAILED) if problems else 0)
+
+
+@main.command()
+def targets() -> None:
+    """List the pinned targets with their size, suite and coverage."""
+    from tabulate import tabulate
+
+    from .config import list_pins, load_pin
+    from .manifests import load_manifests
+
+    built = load_manifests()
+    rows = []
+    for pin in list_pins():
+        spec = load_pin(pin)
+        m = built.get(spec.name)
+        measured = spec.extra.get("measured", {})
+        if m:
+            b = m["baseline"]
+            cov = f"{100 * b['lines_hit'] / b['lines_total']:.0f}%" if b["lines_total"] else "-"
+            rows.append([spec.name, spec.version, m["target"]["source_lines"], b["tests"],
+                         measured.get("suite_seconds", "-"), cov, len(m["task_set"])])
+        else:
+            rows.append([spec.name, spec.version, measured.get("source_lines", "-"),
+                         measured.get("tests", "-"), measured.get("suite_seconds", "-"),
+                         measured.get("line_coverage", "-"), "(no manifest)"])
+    click.echo(tabulate(rows, headers=["target", "version", "source lines", "tests", "suite s",
+                                       "line coverage", "task set"], tablefmt="github"))
+
+
 if __name__ == "__main__":
     main()

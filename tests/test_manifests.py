@@ -1,0 +1,67 @@
+"""Manifests: deterministic bytes from a fresh build, invariants, and a digest that
+changes when a pin changes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from killbench.config import load_local
+from killbench.manifests import (BuildSettings, build_manifest, canonical_bytes, digest,
+                                 index_of, render_benchmark_md)
+
+SMALL = BuildSettings(seed=3, max_mutants=12, max_held_out_family=5, heldout_minimum=5,
+                      timeout_floor=4.0)
+
+
+@pytest.fixture
+def built(fixture_target, tmp_path_factory, monkeypatch):
+    """The same fixture built twice, each time from an empty cache."""
+    project = fixture_target("basic")
+    out = []
+    for i in range(2):
+        monkeypatch.setenv("KILLBENCH_CACHE", str(tmp_path_factory.mktemp(f"cache{i}")))
+        out.append(build_manifest(load_local(project), SMALL, jobs=2, show_progress=False))
+    return out
+
+
+@pytest.mark.slow
+def test_two_fresh_builds_give_identical_bytes(built):
+    a, b = built
+    assert canonical_bytes(a) == canonical_bytes(b)
+
+
+@pytest.mark.slow
+def test_manifest_invariants(built):
+    m = built[0]
+    by_id = {r["id"]: r for r in m["mutants"]}
+    task = set(m["task_set"])
+    held = set(m["held_out"]["ids"])
+    assert task and held and not task & held
+    for i in task:
+        r = by_id[i]
+        assert r["verdict"] == "survived" and r["reachable"] and r["unkillable"] is None
+    for i in held:
+        assert by_id[i]["verdict"] != "invalid" and by_id[i]["unkillable"] is None
+    for i, reason in m["unkillable"].items():
+        assert by_id[i]["unkillable"] == reason
+    sample = [r for r in m["mutants"] if r["role"] == "sample"]
+    assert len(sample) == m["counts"]["mutants"] == SMALL.max_mutants
+    assert all(r["operator"] in m["operators"]["default"] for r in sample)
+    assert task <= {r["id"] for r in sample}
+    assert sum(m["counts"]["verdicts"].values()) == m["counts"]["mutants"]
+    assert m["held_out"]["task_functions_without_held_out"] == []
+    assert m["held_out"]["minimum"] == SMALL.heldout_minimum
+
+
+@pytest.mark.slow
+def test_changing_a_pin_changes_the_digest(built):
+    m = built[0]
+    before = digest({"basic": m})
+    changed = dict(m, target=dict(m["target"], test_requires=["pytest==9.0.2"]))
+    assert digest({"basic": changed}) != before
+    assert digest({"basic": dict(m)}) == before
+    index = index_of({"basic": m})
+    assert index["digest"] == before
+    assert before in render_benchmark_md(index, {"basic": m})
