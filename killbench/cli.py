@@ -109,6 +109,44 @@ def doctor(target: str, jobs, sample, seed, json_path) -> None:
     sys.exit(int(ExitCode.CHECK_FAILED) if failed else 0)
 
 
+@main.command()
+@click.option("--generator", "-g", default="amplify", show_default=True,
+              help="A registered generator name or module:attr.")
+@click.option("--model", "-m", default=None, help="provider/model, e.g. openai/gpt-4.1.")
+@click.option("--targets", "-t", default=None,
+              help="Comma-separated pins or project directories (default: cachetools).")
+@click.option("--budget", type=click.IntRange(min=1), default=200_000, show_default=True,
+              help="Token ceiling per target, the same for every generator.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run directory (default: runs/<time>-<generator>).")
+@click.option("--base-url", default=None, help="Base URL of an OpenAI- or Anthropic-compatible server.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the response cache.")
+@click.option("--option", "-o", "opts", multiple=True, metavar="KEY=VALUE",
+              help="A generator option (repeatable).")
+@_jobs_option
+def run(generator, model, targets, budget, seed, out, base_url, no_cache, opts, jobs) -> None:
+    """Run a generator on targets' task sets; every test it writes goes through the gate."""
+    from .run import DEFAULT_TARGETS, run_generator
+
+    options = {}
+    for o in opts:
+        key, sep, value = o.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{o!r} is not KEY=VALUE", param_hint="--option")
+        options[key] = value
+    names = [t.strip() for t in targets.split(",")] if targets else list(DEFAULT_TARGETS)
+    path = run_generator(generator, names, model=model, budget=budget, seed=seed, out=out,
+                         jobs=jobs, options=options, base_url=base_url, no_cache=no_cache)
+    summary = json.loads((path / "summary.json").read_text())
+    for name, s in summary.items():
+        rejected = {k.split(":", 1)[1]: v for k, v in s.items() if k.startswith("rejected:")}
+        click.echo(f"{name}: {s.get('attempts', 0)} tests written, {s.get('kept', 0)} kept by the gate "
+                   f"(of {s['tasks']} tasks); rejected: "
+                   + (", ".join(f"{k} {v}" for k, v in sorted(rejected.items())) or "none"))
+    click.echo(f"run directory: {path}")
+
+
 @main.group()
 def manifests() -> None:
     """Build and verify the frozen benchmark's manifests."""

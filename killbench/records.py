@@ -130,6 +130,7 @@ class TestEvent:
     assertion: bool
     xfail: bool
     duration: float
+    message: str = ""  # the end of pytest's failure text: feedback for generators only, never a verdict
 
 
 @dataclass

@@ -119,7 +119,8 @@ def read_report(path: Path, proc: ProcessResult) -> RunReport:
             rep.collected, rep.selected, rep.missing = ev["collected"], ev["selected"], ev["missing"]
         elif kind == "test":
             rep.tests.append(TestEvent(ev["nodeid"], ev["when"], ev["outcome"], ev["exc_type"],
-                                       ev["assertion"], ev["xfail"], ev["duration"]))
+                                       ev["assertion"], ev["xfail"], ev["duration"],
+                                       ev.get("message", "")))
         elif kind == "finish":
             rep.finished = True
             rep.exitstatus = ev["exitstatus"]
@@ -210,7 +211,8 @@ class Sandbox:
 
     def run_pytest(self, args: list[str], *, select: list[str] | None, exclude: list[str],
                    timeout: float, coverage: bool = False, extra_paths: list[str] = (),
-                   limits: Limits = Limits(), keep: bool = False) -> tuple[RunReport, dict | None]:
+                   limits: Limits = Limits(), keep: bool = False,
+                   prefix: list[str] = ()) -> tuple[RunReport, dict | None]:
         """Run pytest once in this sandbox; returns the report and, if asked, coverage data."""
         self._runs += 1
         run_dir = self.root / "runs" / str(self._runs)
@@ -248,7 +250,7 @@ class Sandbox:
             "KILLBENCH_PROBE_CONFIG": str(run_dir / "probe.json"),
             "VIRTUAL_ENV": str(self.target.env.root),
         }
-        cmd = [str(self.target.env.pytest), "-p", "killbench_probe", "-p", "no:cacheprovider",
+        cmd = [*prefix, str(self.target.env.pytest), "-p", "killbench_probe", "-p", "no:cacheprovider",
                "-q", "--rootdir", str(self.tree), f"--basetemp={run_dir / 'basetemp'}",
                *self.target.spec.pytest_args, *args]
         try:

@@ -87,12 +87,16 @@ class PreparedTarget:
         raise KeyError(path)
 
 
+VERDICT_MODULES = ("_probe/killbench_probe.py", "baseline.py", "harness.py", "mutate.py",
+                   "operators.py", "reach.py", "records.py", "runner.py", "sandbox.py", "targets.py")
+
+
 def instrument_digest() -> str:
-    """Hash of killbench's own code: results from another harness are never reused."""
+    """Hash of the code that decides verdicts: results of another harness are never reused."""
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent
-    for p in sorted(root.rglob("*.py")):
-        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
+    for rel in VERDICT_MODULES:
+        h.update(rel.encode() + b"\0" + (root / rel).read_bytes())
     return h.hexdigest()
 
 

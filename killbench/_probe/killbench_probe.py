@@ -122,10 +122,14 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_runtest_logreport(report):
     exc = _EXC.pop((report.nodeid, report.when), (None, False))
-    _emit({"event": "test", "nodeid": report.nodeid, "when": report.when,
-           "outcome": report.outcome, "exc_type": exc[0], "assertion": exc[1],
-           "xfail": bool(getattr(report, "wasxfail", False)),
-           "duration": round(report.duration, 6)})
+    event = {"event": "test", "nodeid": report.nodeid, "when": report.when,
+             "outcome": report.outcome, "exc_type": exc[0], "assertion": exc[1],
+             "xfail": bool(getattr(report, "wasxfail", False)),
+             "duration": round(report.duration, 6)}
+    if report.failed:
+        # feedback text for a generator's next attempt; never read to decide a verdict
+        event["message"] = str(report.longrepr)[-800:]
+    _emit(event)
 
 
 def _write_coverage():

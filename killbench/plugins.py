@@ -1,0 +1,52 @@
+"""The generator registry: entry points of the group ``killbench.generators`` and
+``module:attr`` references. The built-in generators register through exactly the
+same entry-point mechanism a user's package uses."""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from .errors import UserError
+
+GROUP = "killbench.generators"
+
+
+def registered() -> dict[str, str]:
+    """name -> "module:attr" of every generator installed by entry point."""
+    return {ep.name: ep.value for ep in entry_points(group=GROUP)}
+
+
+def _load_ref(ref: str):
+    module, _, attr = ref.partition(":")
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as exc:
+        raise UserError(f"generator {ref!r}: cannot import module {module!r}: {exc}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UserError(f"generator {ref!r}: {module!r} has no attribute {attr!r}") from None
+    return obj
+
+
+def load_generator(ref: str, options: dict | None = None):
+    """An instance of the generator named by an entry point or by module:attr."""
+    if ":" in ref:
+        factory = _load_ref(ref)
+    else:
+        eps = [ep for ep in entry_points(group=GROUP) if ep.name == ref]
+        if not eps:
+            known = ", ".join(sorted(registered())) or "none installed"
+            raise UserError(f"unknown generator {ref!r}: not registered under the entry-point group "
+                            f"{GROUP!r} (registered: {known}); or give it as module:attr")
+        factory = eps[0].load()
+    gen = factory(**(options or {})) if callable(factory) and isinstance(factory, type) else factory
+    if callable(gen) and not hasattr(gen, "generate"):
+        gen = gen(**(options or {}))
+    for attr in ("name", "version", "generate"):
+        if not hasattr(gen, attr):
+            raise UserError(f"generator {ref!r} has no `{attr}`: a generator needs name, version "
+                            "and generate(ctx) (see docs/generators.md)")
+    return gen

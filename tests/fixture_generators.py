@@ -1,0 +1,72 @@
+"""Generators used by the tests: fixed test files with known gate outcomes."""
+
+from __future__ import annotations
+
+from killbench.generation import CandidateTest
+
+# For the fixture target `basic`: one test per gate outcome.
+KILLS_BOUNDARY = '''
+from basic import is_big
+
+
+def test_threshold_is_not_big():
+    assert is_big(10) is False
+'''
+FAILS_ON_CLEAN = '''
+from basic import is_big
+
+
+def test_wrong():
+    assert is_big(10) is True
+'''
+DOES_NOT_DETECT = '''
+from basic import is_big
+
+
+def test_far_from_boundary():
+    assert is_big(100) is True
+'''
+GAMING = '''
+import inspect
+import basic
+
+
+def test_reads_source():
+    assert "n > THRESHOLD" in inspect.getsource(basic.is_big)
+'''
+SYNTAX_ERROR = "def test_broken(:\n    pass\n"
+NO_TESTS = "def helper():\n    return 1\n"
+FLAKY = '''
+import os
+from basic import is_big
+
+MARK = os.path.join(os.environ["HOME"], "flaky-mark")
+
+
+def test_flaky():
+    first = not os.path.exists(MARK)
+    open(MARK, "w").close()
+    assert first and is_big(11)
+'''
+HANGS = '''
+from basic import is_big
+
+
+def test_hangs():
+    while True:
+        pass
+'''
+
+
+class FixedTests:
+    """Writes the tests above for the task `is_big: n > THRESHOLD -> n >= THRESHOLD`."""
+
+    name = "fixed-tests"
+    version = "1"
+    needs_model = False
+
+    def generate(self, ctx):
+        task = next(t for t in ctx.tasks if t.function == "is_big" and t.replacement == "n >= THRESHOLD")
+        for src in (KILLS_BOUNDARY, FAILS_ON_CLEAN, DOES_NOT_DETECT, GAMING, SYNTAX_ERROR,
+                    NO_TESTS, FLAKY, HANGS):
+            yield CandidateTest(src, task=task.id)
