@@ -1,0 +1,1 @@
+"""The built-in generators, registered through the `killbench.generators` entry points."""
