@@ -147,6 +147,21 @@ def run(generator, model, targets, budget, seed, out, base_url, no_cache, opts, 
     click.echo(f"run directory: {path}")
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@_jobs_option
+@click.option("--resamples", type=click.IntRange(min=1000), default=10_000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def score(run_dir: Path, jobs, resamples, seed) -> None:
+    """Score RUN_DIR against the benchmark (no model call); writes score.json."""
+    from .score import render_score, score_run
+
+    result = score_run(run_dir, jobs=jobs, resamples=resamples, seed=seed)
+    (run_dir / "score.json").write_text(json.dumps(result, indent=1, sort_keys=True))
+    click.echo(render_score(result))
+    click.echo(f"wrote {run_dir / 'score.json'}")
+
+
 @main.group()
 def manifests() -> None:
     """Build and verify the frozen benchmark's manifests."""

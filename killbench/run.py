@@ -162,7 +162,8 @@ def run_generator(generator_ref: str, target_names: list[str], *, model: str | N
         ts = task_set(target, jobs)
         workdir = workdir_for(target)
         baseline = load_or_run_baseline(target, workdir)
-        config["targets"][spec.name] = {"version": spec.version, "fingerprint": target.fingerprint,
+        config["targets"][spec.name] = {"ref": name, "version": spec.version,
+                                        "fingerprint": target.fingerprint,
                                         "task_source": ts.source, "tasks": len(ts.tasks)}
         rd.write_json("config.json", config)
         rd.write_json(f"tasks/{spec.name}.json", [t.to_dict() for t in ts.tasks])

@@ -12,6 +12,7 @@ from killbench.errors import UserError
 from killbench.plugins import load_generator
 from killbench.records import Mutant
 from killbench.run import run_generator
+from killbench.score import score_run
 
 import fixture_generators as fg
 
@@ -70,3 +71,19 @@ def test_run_gates_every_candidate(fixture_target, use_cache, tmp_path):
     tasks = json.loads((out / "tasks" / "basic.json").read_text())
     assert any(t["replacement"] == "n >= THRESHOLD" and "def is_big" in t["function_source"]
                and t["diff"].startswith("--- a/src/basic/__init__.py") for t in tasks)
+
+    # the run scores to the answers worked out by hand (see the fixture's answers.toml)
+    score = score_run(out, jobs=2, resamples=2000)["targets"]["basic"]
+    assert (score["kills"]["k"], score["kills"]["n"]) == (1, 8)
+    assert score["funnel"] == {"attempts": 8, "parsed": 7, "not gaming (scan)": 6, "collected": 5,
+                               "passes on clean": 3, "stable on clean": 2,
+                               "not gaming (neutral edit)": 2, "kept": 1,
+                               "kills beyond its own mutant": 0}
+    assert score["assertion_classes"] == {"value": 1}
+    assert score["specificity"]["exactly_one"] == 1
+    t = score["transfer"]
+    assert (t["within_function_all"]["k"], t["within_function_all"]["n"]) == (1, 1)
+    assert (t["cross_function"]["k"], t["cross_function"]["n"]) == (0, 9)
+    assert t["minimum"] is None and t["minimum_met"] is None
+    assert score["held_out"] == 10
+    assert score["beyond_the_suite"]["held_out"] == []
