@@ -271,7 +271,9 @@ class Extraction:
         chosen = self.tests if tests is None else tests
         if not chosen:  # nothing usable: the answer as it came, for the gate to reject
             return self.code if self.code.strip() else self.code + "\n"
-        parts = self.support + [src for _, src in chosen]
+        imports = [s for s in self.support if s.startswith(("import ", "from "))]
+        rest = [s for s in self.support if s not in imports]
+        parts = (["".join(imports)] if imports else []) + rest + [src for _, src in chosen]
         return "\n\n".join(p.rstrip("\n") + "\n" for p in parts)
 
     def meta(self) -> dict:

@@ -55,7 +55,7 @@ class UntargetedGenerator:
                 ex = c.extract(answer.text)
             else:
                 imports, name = c.import_lines(task), c.test_name(task)
-                previous = prompt.render("previous", tests_comment=c.comment(
+                previous = "\n" + prompt.render("previous", tests_comment=c.comment(
                     "\n\n".join(earlier))) if earlier else ""
                 text = prompt.render("prompt", module=task.module, path=task.path,
                                      function_comment=c.comment(task.function_source),

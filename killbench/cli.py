@@ -162,6 +162,41 @@ def score(run_dir: Path, jobs, resamples, seed) -> None:
     click.echo(f"wrote {run_dir / 'score.json'}")
 
 
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--resamples", type=click.IntRange(min=1000), default=10_000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+def compare(run_dirs, resamples, seed, json_path) -> None:
+    """Paired comparison of scored runs on the same task set."""
+    from .compare import compare_runs, render_compare
+
+    if len(run_dirs) < 2:
+        raise click.BadParameter("give at least two run directories")
+    result = compare_runs(list(run_dirs), resamples=resamples, seed=seed)
+    click.echo(render_compare(result))
+    if json_path:
+        json_path.write_text(json.dumps(result, indent=1, sort_keys=True))
+
+
+@main.command()
+@click.option("--run", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="The run directory the prediction is for (before the run starts).")
+@click.option("--file", "file_", type=click.File("r"), default=None, help="Read the prediction from a file.")
+@click.option("--check", default=None,
+              help='A machine check scored after the run, e.g. "pooled.kill_rate < 0.2".')
+@click.argument("text", required=False)
+def preregister(run_dir, file_, check, text) -> None:
+    """Store a prediction, hashed and time-stamped, before a run."""
+    from .preregister import preregister as store
+
+    if (text is None) == (file_ is None):
+        raise click.BadParameter("give the prediction as TEXT or with --file, not both")
+    entry = store(run_dir, text if text is not None else file_.read(), check)
+    click.echo(f"stored prediction {entry['sha256'][:12]} at {entry['registered_at']} in {run_dir}")
+
+
 @main.group()
 def manifests() -> None:
     """Build and verify the frozen benchmark's manifests."""

@@ -143,15 +143,17 @@ def run_generator(generator_ref: str, target_names: list[str], *, model: str | N
     jobs = jobs or default_jobs()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     run_path = out or Path("runs") / f"{stamp}-{generator.name}"
-    if run_path.exists() and any(run_path.iterdir()):
-        raise UserError(f"{run_path} exists and is not empty; choose another --out")
+    if run_path.exists() and any(p.name != "predictions.jsonl" for p in run_path.iterdir()):
+        raise UserError(f"{run_path} exists and holds more than pre-registered predictions; "
+                        "choose another --out")
     rd = RunDirectory(run_path)
     config = {"killbench": __version__, "manifest_digest": current_digest(),
               "generator": {"ref": generator_ref, "name": generator.name, "version": generator.version,
                             "prompts": getattr(generator, "prompt_hashes", lambda: {})()},
               "model": model, "budget_per_target": budget, "seed": seed, "options": options or {},
               "gate_timeout_s": gate_timeout,
-              "targets": {}, "started": stamp}
+              "targets": {}, "started": stamp,
+              "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     rd.write_json("config.json", config)
     transcript = Transcript(run_path / "transcript.jsonl")
     summary = {}

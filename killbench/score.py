@@ -361,10 +361,17 @@ def score_run(run_dir: Path, jobs: int | None = None, resamples: int = 10_000, s
                   "estimate": est[0], "low": est[1], "high": est[2],
                   "method": getattr(est, "method", "cluster bootstrap"), "resamples": resamples,
                   "seed": seed, "what": "task-set mutants, pooled over targets"}
-    return {"schema": 1, "killbench": __version__, "manifest_digest": current_digest(),
+    from .preregister import judge, predictions
+
+    result = {"schema": 1, "killbench": __version__, "manifest_digest": current_digest(),
             "run": {"generator": config["generator"], "model": config.get("model"),
                     "budget_per_target": config.get("budget_per_target"), "seed": config.get("seed")},
             "targets": per_target, "pooled_kills": pooled}
+    result["predictions"] = []
+    for pr in predictions(run_dir):
+        pr["outcome"] = judge(pr["check"], result) if pr.get("check") else "judge by hand"
+        result["predictions"].append(pr)
+    return result
 
 
 def _r(d: dict) -> str:
@@ -411,6 +418,12 @@ def render_score(result: dict) -> str:
                      "killed by kept tests" + ("".join(f"\n  - {x['path']}:{x['line']} {x['operator']} "
                                                       f"by {', '.join(x['killed_by'])}" for x in b)))
         lines.append("")
+    for pr in result.get("predictions", []):
+        flags = ("" if pr["intact"] else " [TEXT CHANGED SINCE REGISTRATION]") + \
+            ("" if pr["before_run"] else " [REGISTERED AFTER THE RUN STARTED]")
+        lines.append(f"prediction {pr['sha256'][:12]} ({pr['registered_at']}){flags}: {pr['text']}"
+                     + (f"\n  check {pr['check']}: {pr['outcome'].upper()}" if pr.get("check")
+                        else "\n  no machine check stored: judge it against the numbers above"))
     p = result.get("pooled_kills")
     if p:
         lines.append(f"pooled kills: {p['k']} / {p['n']} ({100 * p['estimate']:.1f}%) [95% CI "

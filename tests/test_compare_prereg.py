@@ -1,0 +1,55 @@
+"""compare on hand-made score files; pre-registration refused after the start, judged by numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from killbench.compare import compare_runs
+from killbench.errors import UserError
+from killbench.preregister import judge, predictions, preregister
+
+
+def _score(path, kills: dict[str, list[str]], n: dict[str, int], name="g"):
+    path.mkdir()
+    targets = {t: {"kills": {"k": len(ids), "n": n[t]}, "killed_task_ids": ids} for t, ids in kills.items()}
+    (path / "score.json").write_text(json.dumps({
+        "manifest_digest": "d", "run": {"generator": {"name": name}, "model": None}, "targets": targets}))
+    return path
+
+
+def test_compare_two_runs(tmp_path):
+    a = _score(tmp_path / "a", {"t": [f"m{i}" for i in range(12)]}, {"t": 40}, "A")
+    b = _score(tmp_path / "b", {"t": ["m0", "m1", "x1", "x2", "x3"]}, {"t": 40}, "B")
+    r = compare_runs([a, b], resamples=2000)
+    assert r["mutants"] == 40 and r["kills"] == [12, 5]
+    assert (r["a_only"], r["b_only"]) == (10, 3)
+    # exact McNemar by hand: 2 * sum_{i<=3} C(13, i) / 2^13 = 2 * 378 / 8192
+    assert r["mcnemar_p"] == pytest.approx(2 * 378 / 8192)
+    assert "A" in r["sentence"] and "kills 10 mutants" in r["sentence"]
+    assert r["difference"]["low"] <= 7 / 40 <= r["difference"]["high"]
+
+
+def test_compare_refuses_different_task_sets(tmp_path):
+    a = _score(tmp_path / "a", {"t": ["m0"]}, {"t": 40})
+    b = _score(tmp_path / "b", {"t": ["m0"]}, {"t": 41})
+    with pytest.raises(UserError, match="different sizes"):
+        compare_runs([a, b])
+
+
+def test_preregistration(tmp_path):
+    run = tmp_path / "run"
+    e = preregister(run, "amplify kills fewer than a fifth", "pooled.kill_rate < 0.2")
+    assert len(e["sha256"]) == 64
+    (run / "config.json").write_text(json.dumps({"started_at": "9999-01-01T00:00:00+00:00"}))
+    with pytest.raises(UserError, match="already started"):
+        preregister(run, "too late")
+    [p] = predictions(run)
+    assert p["intact"] and p["before_run"]
+    score = {"pooled_kills": {"k": 3, "n": 20}, "targets": {}}
+    assert judge(p["check"], score) == "held"
+    assert judge("pooled.kills >= 4", score) == "missed"
+    assert judge("nowhere.kills >= 4", score) == "not measurable"
+    with pytest.raises(UserError, match="SCOPE.METRIC OP NUMBER"):
+        judge("kills more than 4", score)
