@@ -197,6 +197,35 @@ def preregister(run_dir, file_, check, text) -> None:
     click.echo(f"stored prediction {entry['sha256'][:12]} at {entry['registered_at']} in {run_dir}")
 
 
+@main.command("bundle")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def bundle_cmd(run_dir, out) -> None:
+    """Pack a scored run into one archive for submission."""
+    from .bundle import bundle
+
+    path = bundle(run_dir, out)
+    click.echo(f"wrote {path}")
+
+
+@main.command("verify")
+@click.argument("bundle_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_jobs_option
+def verify_cmd(bundle_path, jobs) -> None:
+    """Re-gate and re-score a bundle from scratch, with no model call."""
+    from .bundle import verify
+    from .score import render_score
+
+    problems, fresh = verify(bundle_path, jobs=jobs)
+    if problems:
+        click.echo(f"NOT reproduced: {len(problems)} differences")
+        for p in problems:
+            click.echo(f"  - {p}")
+        sys.exit(int(ExitCode.CHECK_FAILED))
+    click.echo("reproduced")
+    click.echo(render_score(fresh))
+
+
 @main.group()
 def manifests() -> None:
     """Build and verify the frozen benchmark's manifests."""

@@ -70,3 +70,16 @@ class FixedTests:
         for src in (KILLS_BOUNDARY, FAILS_ON_CLEAN, DOES_NOT_DETECT, GAMING, SYNTAX_ERROR,
                     NO_TESTS, FLAKY, HANGS):
             yield CandidateTest(src, task=task.id)
+
+
+class FewTests:
+    """Two tests for the same task: one the gate keeps, one it rejects."""
+
+    name = "few-tests"
+    version = "1"
+    needs_model = False
+
+    def generate(self, ctx):
+        task = next(t for t in ctx.tasks if t.function == "is_big" and t.replacement == "n >= THRESHOLD")
+        for src in (KILLS_BOUNDARY, DOES_NOT_DETECT):
+            yield CandidateTest(src, task=task.id)

@@ -287,17 +287,13 @@ class LocalClient(ModelClient):
 
 
 def open_local(settings: ClientSettings) -> ModelClient:
-    """``local/NAME``: needs the `local` extra; a base URL is not used (killbench runs
-    the server)."""
+    """``local/NAME``: needs the `local` extra. A base URL is ignored: killbench runs the
+    server (for a server you run yourself, use openai-compatible/NAME --base-url URL)."""
     model, gguf = resolve_model(settings.model)
     missing = missing_modules(model.package)
     if missing:
         raise UserError(f"local/{settings.model} needs the optional extra `local` "
                         f"(missing: {', '.join(missing)}): {INSTALL_HINT}")
-    if settings.base_url:
-        raise UserError(f"local/{settings.model} runs its own server on loopback and takes "
-                        "no base URL; for a server you run yourself use "
-                        f"openai-compatible/{settings.model} --base-url URL")
     return LocalClient(dataclasses.replace(settings, base_url=None), model, gguf)
 
 

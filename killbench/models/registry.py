@@ -24,12 +24,14 @@ from .transcript import Transcript
 ProviderFactory = Callable[[ClientSettings], ModelClient]
 ENTRY_POINT_GROUP = "killbench.model_providers"
 EXAMPLES = ("openai/gpt-4.1, anthropic/claude-sonnet-4-5, openai-compatible/NAME with "
-            "--base-url URL, replay/RUN_DIR")
+            "--base-url URL, replay/RUN_DIR, local/gemma3-270m")
 
 # provider -> environment variable read when no base URL is given (after KILLBENCH_BASE_URL)
 BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 # providers that talk to no server: a base URL and the response cache mean nothing to them
 NO_SERVER = {"replay"}
+# providers that run their own server: a base URL means nothing to them, the cache does
+OWN_SERVER = {"local"}
 
 
 def _openai(settings: ClientSettings) -> ModelClient:
@@ -52,19 +54,21 @@ def _replay(settings: ClientSettings) -> ModelClient:
     return open_replay(settings)
 
 
+def _local(settings: ClientSettings) -> ModelClient:
+    from .local import open_local  # the `local` extra is checked there, not at import
+    return open_local(settings)
+
+
 PROVIDERS: dict[str, ProviderFactory] = {
     "openai": _openai,
     "openai-compatible": _openai_compatible,
     "anthropic": _anthropic,
     "replay": _replay,
+    "local": _local,  # llama.cpp run by killbench on loopback: the `local` extra
 }
 
-RESERVED = {
-    "local": ("local/NAME is a llama.cpp model run by killbench itself, and no 'local' "
-              "provider is installed here; install the optional extra that provides it, or "
-              "serve the GGUF file yourself (python -m llama_cpp.server --model FILE) and use "
-              "openai-compatible/NAME --base-url http://127.0.0.1:8000/v1"),
-}
+# provider names with a fixed meaning whose factory may be missing from a build
+RESERVED: dict[str, str] = {}
 
 
 def register_provider(name: str, factory: ProviderFactory, *,
@@ -111,7 +115,7 @@ def open_model(name: str, *, cache_dir: Path | None, transcript: Transcript | No
     """
     provider, model = parse_model_name(name)
     factory = _find_factory(provider)
-    if provider in NO_SERVER:
+    if provider in NO_SERVER or provider in OWN_SERVER:
         base_url = None
     else:
         env = BASE_URL_ENV.get(provider)

@@ -1,0 +1,59 @@
+"""A bundle re-gates and re-scores to the same numbers; a tampered one is caught."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+
+import pytest
+
+from killbench.bundle import bundle, verify
+from killbench.run import run_generator
+from killbench.score import score_run
+
+
+def _rewrite(archive, edits: dict):
+    """Edit members of a bundle and recompute SHA256SUMS, as a careful tamperer would."""
+    with tarfile.open(archive) as tf:
+        files = {m.name: tf.extractfile(m).read() for m in tf.getmembers() if m.isfile()}
+    for name, fn in edits.items():
+        files[name] = fn(files[name])
+    sums = "".join(f"{hashlib.sha256(v).hexdigest()}  {k[len('bundle/'):]}\n"
+                   for k, v in sorted(files.items()) if k != "bundle/SHA256SUMS")
+    files["bundle/SHA256SUMS"] = sums.encode()
+    with tarfile.open(archive, "w:gz") as tf:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+
+
+@pytest.mark.slow
+def test_bundle_verify_and_tamper(fixture_target, use_cache, tmp_path):
+    project = fixture_target("basic")
+    run = tmp_path / "run"
+    run_generator("fixture_generators:FewTests", [str(project)], out=run, jobs=2, gate_timeout=20)
+    (run / "score.json").write_text(json.dumps(score_run(run, jobs=2, resamples=2000)))
+    archive = bundle(run, tmp_path / "sub.tar.gz")
+
+    problems, fresh = verify(archive, jobs=2)
+    assert problems == []
+    assert fresh["targets"]["basic"]["kills"]["k"] == 1
+
+    kept_file = next(n for n in tarfile.open(archive).getnames()
+                     if n.startswith("bundle/candidates/") and b"is False" in
+                     tarfile.open(archive).extractfile(n).read())
+
+    def inflate(data: bytes) -> bytes:
+        s = json.loads(data)
+        s["targets"]["basic"]["kills"]["k"] = 5
+        return json.dumps(s).encode()
+
+    _rewrite(archive, {"bundle/score.json": inflate,
+                       kept_file: lambda d: d.replace(b"is False", b"is not True")})
+    problems, _ = verify(archive, jobs=2)
+    text = "\n".join(problems)
+    assert "basic.kills: bundle says (5, 8), re-scored (1, 8)" in text
+    assert "the test was edited" in text
