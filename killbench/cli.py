@@ -226,6 +226,41 @@ def verify_cmd(bundle_path, jobs) -> None:
     click.echo(render_score(fresh))
 
 
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+def report(run_dirs, out) -> None:
+    """A Markdown report with plots from scored runs."""
+    from .report import write_report
+
+    click.echo(f"wrote {write_report(list(run_dirs), out)}")
+
+
+@main.command()
+@click.option("--bundles", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=Path("submissions"), show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("docs/leaderboard.md"), show_default=True)
+def leaderboard(bundles, out) -> None:
+    """Regenerate the leaderboard from the bundles in a folder."""
+    from .report import write_leaderboard
+
+    click.echo(f"wrote {write_leaderboard(bundles, out)}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--target", default=None, help="One target of the run (default: all).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def export(run_dir, target, out) -> None:
+    """Per-mutant results in the mutation-testing-report-schema JSON format."""
+    from .report import export_mutation_testing_report
+
+    out.write_text(json.dumps(export_mutation_testing_report(run_dir, target), indent=1))
+    click.echo(f"wrote {out}")
+
+
 @main.group()
 def manifests() -> None:
     """Build and verify the frozen benchmark's manifests."""

@@ -91,16 +91,21 @@ def neutral_variant(original: bytes, mutant: Mutant) -> bytes:
     return "".join(lines).encode("utf-8")
 
 
+_LOOPBACK_UP = 'ip link set lo up 2>/dev/null; exec "$@"'
+
+
 def _network_prefix() -> list[str]:
-    """`unshare --net` when this machine allows it: generated tests get no network."""
+    """`unshare --net` when this machine allows it: generated tests get no network, but
+    keep a working loopback (some suites need it: boltons' socket tests)."""
     exe = shutil.which("unshare")
     if not exe:
         return []
+    prefix = [exe, "--net", "--", "sh", "-c", _LOOPBACK_UP, "sh"]
     try:
-        ok = subprocess.run([exe, "--net", "--", "true"], capture_output=True, timeout=10).returncode == 0
+        ok = subprocess.run(prefix + ["true"], capture_output=True, timeout=10).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         ok = False
-    return [exe, "--net", "--"] if ok else []
+    return prefix if ok else []
 
 
 class Gate:

@@ -378,8 +378,8 @@ def render_benchmark_md(index: dict, manifests: dict[str, dict]) -> str:
         "",
         "How they differ, and why: the operator set is wider (fifteen default operators, "
         "every site of each), so each target yields hundreds to thousands of mutants; the "
-        "benchmark runs a seeded sample per target so that a full build fits a 2-core machine "
-        "in about an hour. Targets and versions are pinned to current releases, not the "
+        "benchmark runs a seeded, pre-registered sample per target (see the build settings) so "
+        "that building and verifying it stays within reach of a 2-core machine. Targets and versions are pinned to current releases, not the "
         "study's. Reachability comes from per-test coverage contexts, with import-time code "
         "counted as reached (the study counted executed lines). The shape the study found "
         "should still show: most survivors in mature code are unreached, not weakly asserted.",

@@ -400,7 +400,8 @@ def render_score(result: dict) -> str:
         met = {None: "not pre-registered", True: "met", False: "NOT met"}[tr["minimum_met"]]
         lines.append(f"          held-out population {tr['population']}, pre-registered minimum "
                      f"{tr['minimum']}: {met}")
-        lines.append("funnel:   " + " -> ".join(f"{k} {v}" for k, v in t["funnel"].items()))
+        order = [k for k in (*FUNNEL, "kills beyond its own mutant") if k in t["funnel"]]
+        lines.append("funnel:   " + " -> ".join(f"{k} {t['funnel'][k]}" for k in order))
         if t["rejections"]:
             lines.append("rejected: " + ", ".join(f"{k} {v}" for k, v in t["rejections"].items()))
         rows = [[c, v["tests"], v["task_kills"], v["held_out_kills"]] for c, v in t["by_class"].items()]

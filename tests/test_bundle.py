@@ -10,6 +10,7 @@ import tarfile
 import pytest
 
 from killbench.bundle import bundle, verify
+from killbench.report import export_mutation_testing_report, write_leaderboard, write_report
 from killbench.run import run_generator
 from killbench.score import score_run
 
@@ -41,6 +42,23 @@ def test_bundle_verify_and_tamper(fixture_target, use_cache, tmp_path):
     problems, fresh = verify(archive, jobs=2)
     assert problems == []
     assert fresh["targets"]["basic"]["kills"]["k"] == 1
+
+    # the views people look at, from the same run
+    report = write_report([run], tmp_path / "report")
+    assert {p.name for p in (tmp_path / "report").glob("*.png")} == {
+        "kill_rate.png", "funnel.png", "transfer_by_class.png", "kills_vs_tokens.png"}
+    assert "1 / 8 (12.5%)" in report.read_text()
+    board = write_leaderboard(tmp_path, tmp_path / "leaderboard.md").read_text()
+    assert "few-tests" in board and "sub.tar.gz" in board
+    mtr = export_mutation_testing_report(run)
+    assert mtr["schemaVersion"] == "2" and set(mtr["thresholds"]) == {"high", "low"}
+    mutants = [m for f in mtr["files"].values() for m in f["mutants"]]
+    assert len(mutants) == 18  # 8 task-set + 10 held-out mutants of the fixture
+    assert {m["status"] for m in mutants} <= {"Killed", "Survived", "NoCoverage", "Timeout",
+                                             "CompileError", "RuntimeError", "Ignored"}
+    killed = [m for m in mutants if m["status"] == "Killed"]
+    assert len(killed) == 2 and all(m["killedBy"] for m in killed)
+    assert all(m["location"]["start"]["column"] >= 1 for m in mutants)
 
     kept_file = next(n for n in tarfile.open(archive).getnames()
                      if n.startswith("bundle/candidates/") and b"is False" in
