@@ -83,3 +83,31 @@ class FewTests:
         task = next(t for t in ctx.tasks if t.function == "is_big" and t.replacement == "n >= THRESHOLD")
         for src in (KILLS_BOUNDARY, DOES_NOT_DETECT):
             yield CandidateTest(src, task=task.id)
+
+
+VACUOUS = '''
+from basic import is_big, parse_positive, sign
+
+
+def test_is_big_runs():
+    assert is_big(11) is not None
+
+
+def test_parse_positive_runs():
+    assert parse_positive("5") is not None
+
+
+def test_sign_runs():
+    assert sign(5) is not None
+'''
+
+
+class VacuousTests:
+    """Imports, calls, asserts only existence: a probe, not a specification."""
+
+    name = "vacuous"
+    version = "1"
+    needs_model = False
+
+    def generate(self, ctx):
+        yield CandidateTest(VACUOUS, task=None)
