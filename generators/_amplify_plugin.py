@@ -653,14 +653,22 @@ def replay(cfg):
     timeout = float(cfg["step_timeout"])
     deadline = time.monotonic() + float(cfg["seconds"])
     seeds = cfg.get("seeds") or [1]
+    max_timeouts = int(cfg.get("max_timeouts") or 0)
+    timeouts = 0
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
     with open(cfg["out"], "w", encoding="utf-8") as out:
+        modules = {}
         for prog in cfg["programs"]:
-            if time.monotonic() > deadline:
-                out.write(json.dumps({"id": prog["id"], "skipped": "seconds budget"}) + "\n")
+            if time.monotonic() > deadline or (max_timeouts and timeouts >= max_timeouts):
+                out.write(json.dumps({"id": prog["id"], "skipped": "budget"}) + "\n")
                 continue
             started = time.monotonic()
             runs = [_run_program(prog, s, timeout) for s in seeds]
+            timeouts += sum(1 for run in runs if run and run[-1]["k"] == "timeout")
+            for name in cfg.get("modules") or ():
+                if name not in modules and name in sys.modules:
+                    modules[name] = getattr(sys.modules[name], "__file__", None)
+                    out.write(json.dumps({"modules": {name: modules[name]}}) + "\n")
             first = runs[0]
             for other in runs[1:]:
                 for i, o in enumerate(first):

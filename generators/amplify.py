@@ -39,6 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from killbench.errors import HarnessError
 from killbench.generation import CandidateTest, Task
 
 from ._amplify_plugin import SYNTAX, SYNTAX_IMPORTS, NotLiteral, literal_source
@@ -507,6 +508,8 @@ class Finding:
     source: str = ""
     name: str = ""
     stmts: int = 0
+    body_chars: int = 0
+    order: int = 0
 
 
 def first_difference(rendered: Rendered, clean: list[dict], mutant: list[dict]) -> Finding | None:
@@ -668,7 +671,7 @@ def write_test(f: Finding, constants) -> Finding:
     frm = sorted(i for i in imports if i.startswith("from "))
     head = "\n".join(std) + ("\n\n" if std and frm else "") + "\n".join(frm)
     source = head + "\n\n\n" + f"def {name}():\n" + "".join(f"    {line}\n" for line in body)
-    f.source, f.name, f.stmts = source, name, len(body)
+    f.source, f.name, f.stmts, f.body_chars = source, name, len(body), sum(map(len, body))
     return f
 
 
@@ -702,13 +705,15 @@ class AmplifyGenerator:
         self.last_summary: dict | None = None
 
     # -- plumbing
-    def _replay(self, sb, lib: Path, programs: list[Rendered], seconds: float, seeds=(1, 2)) -> tuple[dict, float]:
+    def _replay(self, sb, lib: Path, programs: list[Rendered], seconds: float, seeds=(1, 2),
+                max_timeouts: int = 0) -> tuple[dict, float]:
         """Run programs in the sandbox's current code; (id -> outcomes, wall seconds)."""
         if not programs:
             return {}, 0.0
         work = Path(tempfile.mkdtemp(dir=sb.root))
         cfg = {"mode": "replay", "out": str(work / "out.jsonl"), "step_timeout": self.step_timeout,
-               "seconds": seconds, "seeds": list(seeds),
+               "seconds": seconds, "seeds": list(seeds), "max_timeouts": max_timeouts,
+               "modules": list(sb.target.import_names),
                "programs": [p.replay_form() for p in programs]}
         (work / "config.json").write_text(json.dumps(cfg))
         start = time.monotonic()
@@ -726,6 +731,12 @@ class AmplifyGenerator:
                     continue
                 if "outcomes" in row:
                     out[row["id"]] = row["outcomes"]
+                    self._seconds[row["id"]] = row.get("s", 0.0)
+                elif "modules" in row:
+                    outside = {k: v for k, v in row["modules"].items() if v and not sb.contains(v)}
+                    if outside:
+                        raise HarnessError(f"amplify replay imported the target from outside its "
+                                           f"sandbox: {outside}")
         if not out and programs:
             self._log(f"replay produced no outcome (exit {report.returncode}): {report.stderr_tail[-400:]}")
         shutil.rmtree(work, ignore_errors=True)
@@ -736,12 +747,14 @@ class AmplifyGenerator:
             self._ctx_log(msg)
 
     _ctx_log = None
+    _seconds: dict = {}
 
     # -- the protocol
     def generate(self, ctx):
         from killbench.sandbox import Sandbox
 
         self._ctx_log = ctx.log
+        self._seconds = {}
         started = time.monotonic()
         target = ctx.prepared
         baseline = ctx.baseline
@@ -778,18 +791,26 @@ class AmplifyGenerator:
                     rep.calls_skipped.update(fam["skipped"].get(key, {}))
                 per_task[task.id] = [render(p) for p in programs_for(key, families, self.max_programs)]
                 rep.programs = len(per_task[task.id])
-            unique = {r.pid: r for rs in per_task.values() for r in rs}
+            # search programs are drawn up front (deterministic), so that clean code runs once
+            # for every task: one clean batch, then one mutant run per task
+            variants: dict[str, list[Rendered]] = {}
+            for task in eligible:
+                constants = function_constants(task, ctx.sources.get(task.path))
+                recorded = [r.program for r in per_task[task.id]]
+                variants[task.id] = self._variants(task, recorded, constants, ctx.seed) if recorded else []
+            unique = {r.pid: r for rs in [*per_task.values(), *variants.values()] for r in rs}
             clean, wall = self._replay(sb, lib, list(unique.values()),
-                                       seconds=max(60.0, 2 * self.search_seconds))
+                                       seconds=max(60.0, self.search_seconds * max(1, len(eligible))))
             totals["clean_replay_seconds"] = round(wall, 3)
-            totals["recorded_programs"] = len(unique)
+            totals["recorded_programs"] = len({r.pid for rs in per_task.values() for r in rs})
+            totals["search_programs"] = len(unique) - totals["recorded_programs"]
             for task in eligible:
                 rep = reports[task.id]
                 if not per_task[task.id]:
                     rep.outcome = ("no replayable call: " + rep.calls_skipped.most_common(1)[0][0]
                                    if rep.calls_skipped else "not reached by a recorded call")
                     continue
-                cand = self._task(ctx, sb, lib, task, per_task[task.id], clean, rep)
+                cand = self._task(ctx, sb, lib, task, per_task[task.id], variants[task.id], clean, rep)
                 totals["search_calls"] += rep.search_calls
                 totals["search_seconds"] += rep.search_seconds
                 totals["replay_seconds"] += rep.replay_seconds
@@ -828,8 +849,8 @@ class AmplifyGenerator:
                       f"{report.timed_out}): {report.stderr_tail[-400:]}")
         return families, wall
 
-    def _task(self, ctx, sb, lib, task: Task, recorded: list[Rendered], clean: dict,
-              rep: TaskReport) -> CandidateTest | None:
+    def _task(self, ctx, sb, lib, task: Task, recorded: list[Rendered], variants: list[Rendered],
+              clean: dict, rep: TaskReport) -> CandidateTest | None:
         original = ctx.sources.get(task.path)
         try:
             mutated = apply_diff(original, task.diff)
@@ -837,48 +858,46 @@ class AmplifyGenerator:
             rep.outcome = f"skipped: mutant diff did not apply ({exc})"
             return None
         constants = function_constants(task, original)
-        findings: list[Finding] = []
+        usable = [r for r in recorded if r.pid in clean]
+        searched = [r for r in variants if r.pid in clean]
+        rep.budget_hit = len(searched) < len(variants)
+        # the recorded calls and the search run in one process on the mutant; the search's
+        # findings are used only when no recorded call differs
+        sb.write(task.path, mutated.encode("utf-8"))
+        try:
+            mutant, wall = self._replay(sb, lib, usable + searched, seconds=self.search_seconds,
+                                        seeds=(1,), max_timeouts=2)
+        finally:
+            sb.restore()
+        rep.replay_seconds += wall
+        rep.search_calls = sum(1 for r in searched if r.pid in mutant)
+        rep.search_seconds = round(sum(self._seconds.get(r.pid, 0.0) for r in searched), 3)
 
-        def run_mutant(programs):
-            sb.write(task.path, mutated.encode("utf-8"))
-            try:
-                return self._replay(sb, lib, programs, seconds=self.search_seconds, seeds=(1,))
-            finally:
-                sb.restore()
-
-        def collect(programs, clean_out, mutant_out):
-            for r in programs:
-                c, m = clean_out.get(r.pid), mutant_out.get(r.pid)
+        def collect(programs):
+            found = []
+            for order, r in enumerate(programs):
+                c, m = clean.get(r.pid), mutant.get(r.pid)
                 if c is None or m is None:
                     continue
                 for step, outcome in zip(r.steps, c):
                     step["_clean"] = outcome
                 f = first_difference(r, c, m)
                 if f is not None:
-                    findings.append(write_test(f, constants))
+                    f.order = order
+                    found.append(write_test(f, constants))
+            return found
 
-        usable = [r for r in recorded if r.pid in clean]
-        mut, wall = run_mutant(usable)
-        rep.replay_seconds += wall
-        collect(usable, clean, mut)
-        source = "recorded"
+        findings = collect(usable)
+        origin = "recorded"
         if not findings:
-            source = "search"
-            t0 = time.monotonic()
-            variants = self._variants(task, [r.program for r in recorded], constants, ctx.seed)
-            rep.search_calls = len(variants)
-            c_out, w1 = self._replay(sb, lib, variants, seconds=self.search_seconds)
-            stable = [v for v in variants if v.pid in c_out]
-            rep.budget_hit = len(stable) < len(variants)
-            m_out, w2 = run_mutant(stable)
-            collect(stable, c_out, m_out)
-            rep.search_seconds = round(time.monotonic() - t0, 3)
+            findings = collect(searched)
+            origin = "search"
         if not findings:
             return None
-        findings.sort(key=lambda f: (CLASS_RANK[f.cls], f.stmts, len(f.source), f.source))
+        findings.sort(key=lambda f: (CLASS_RANK[f.cls], f.stmts, f.body_chars, f.order))
         best = findings[0]
-        rep.outcome = f"emitted ({source})"
-        meta = {"amplify": {"origin": best.rendered.program.origin, "assertion": best.cls,
+        rep.outcome = f"emitted ({origin})"
+        meta = {"amplify": {"origin": origin, "assertion": best.cls,
                             "test": best.name, "edits": _edits_repr(best.rendered.program.edits),
                             "recorded_programs": rep.programs, "search_calls": rep.search_calls,
                             "search_seconds": rep.search_seconds,
@@ -931,6 +950,7 @@ class AmplifyGenerator:
             "calls_recorded": sum(r.calls_recorded for r in reports.values()),
             "calls_skipped": dict(sorted(skipped_calls.items())),
             "search_calls": totals["search_calls"],
+            "search_programs": totals["search_programs"],
             "search_seconds": round(totals["search_seconds"], 3),
             "replay_seconds": round(totals["replay_seconds"] + totals["clean_replay_seconds"], 3),
             "trace_seconds": totals["trace_seconds"],

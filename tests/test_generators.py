@@ -66,7 +66,12 @@ def last_user(body: dict) -> str:
 
 
 def gate_lines(run: Path) -> list[dict]:
-    return [json.loads(x) for x in (run / "gate.jsonl").read_text().splitlines()]
+    """gate.jsonl in the order the generator yielded (the file is in completion order)."""
+    lines = [json.loads(x) for x in (run / "gate.jsonl").read_text().splitlines()]
+    seq = {x["request_hash"]: x["seq"] for x in Transcript.read(run / "transcript.jsonl")
+           if x.get("request_hash")}
+    return sorted(lines, key=lambda g: (seq.get(g["meta"].get("request_hash"), -1),
+                                        g["meta"].get("index", 0), g["attempt"]))
 
 
 def candidate(run: Path, entry: dict) -> str:
@@ -232,7 +237,7 @@ def test_untargeted_sees_the_function_never_the_mutant(fixture_target, use_cache
     for body in reqs:
         prompt = last_user(body)
         assert "def sign(n):" in prompt and "return 1 if n >= 0 else-1" in prompt
-        assert "@@" not in prompt and "diff" not in prompt
+        assert "@@" not in prompt and "```diff" not in prompt
         for t in sign_tasks:  # no mutated line is shown
             mutated = [x[1:] for x in t["diff"].splitlines() if x.startswith("+") and
                        not x.startswith("+++")]
