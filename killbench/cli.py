@@ -144,7 +144,10 @@ def run(generator, model, targets, budget, seed, out, base_url, no_cache, opts, 
         click.echo(f"{name}: {s.get('attempts', 0)} tests written, {s.get('kept', 0)} kept by the gate "
                    f"(of {s['tasks']} tasks); rejected: "
                    + (", ".join(f"{k} {v}" for k, v in sorted(rejected.items())) or "none"))
+        if s.get("stopped"):
+            click.echo(f"{name}: {s['stopped']}")
     click.echo(f"run directory: {path}")
+    click.echo(f"next: killbench score {path}")
 
 
 @main.command()

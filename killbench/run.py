@@ -219,6 +219,12 @@ def run_generator(generator_ref: str, target_names: list[str], *, model: str | N
                     futures.append(ex.submit(final, cand))
             except BudgetExhausted as exc:
                 stopped = f"budget exhausted: {exc}"
+            except (KeyboardInterrupt, UserError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a generator's or model's failure ends
+                # this target's generation; every test already written is still gated and kept
+                stopped = f"generation stopped: {type(exc).__name__}: {exc}"
+                log.error("%s: %s", spec.name, stopped)
             for f in futures:
                 res = f.result()
                 counts["attempts"] += 1

@@ -111,3 +111,16 @@ class VacuousTests:
 
     def generate(self, ctx):
         yield CandidateTest(VACUOUS, task=None)
+
+
+class CrashesAfterOne:
+    """Writes one good test, then fails the way a model API can."""
+
+    name = "crashes-after-one"
+    version = "1"
+    needs_model = False
+
+    def generate(self, ctx):
+        task = next(t for t in ctx.tasks if t.function == "is_big" and t.replacement == "n >= THRESHOLD")
+        yield CandidateTest(KILLS_BOUNDARY, task=task.id)
+        raise ConnectionError("the model server went away")

@@ -87,3 +87,15 @@ def test_run_gates_every_candidate(fixture_target, use_cache, tmp_path):
     assert t["minimum"] is None and t["minimum_met"] is None
     assert score["held_out"] == 10
     assert score["beyond_the_suite"]["held_out"] == []
+
+
+@pytest.mark.slow
+def test_a_failing_generator_loses_nothing(fixture_target, use_cache, tmp_path):
+    project = fixture_target("basic")
+    out = tmp_path / "run"
+    run_generator("fixture_generators:CrashesAfterOne", [str(project)], out=out, jobs=2, gate_timeout=20)
+    gate = [json.loads(x) for x in (out / "gate.jsonl").read_text().splitlines()]
+    assert [g["kept"] for g in gate] == [True]
+    summary = json.loads((out / "summary.json").read_text())["basic"]
+    assert summary["kept"] == 1
+    assert summary["stopped"].startswith("generation stopped: ConnectionError")
