@@ -11,7 +11,6 @@ also pass on a behaviour-neutral edit of the code it targets).
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from pathlib import Path
 from ast_grep_py import SgRoot
 
 from .baseline import Baseline
+from .generation import parse
 from .errors import HarnessError
 from .mutate import apply
 from .records import Mutant, RunReport
@@ -137,7 +137,7 @@ class Gate:
         cid = candidate_id(source)
         task = mutant.id if mutant else None
         try:
-            ast.parse(source)
+            parse(source)
         except SyntaxError as exc:
             return GateResult(cid, task, False, "syntax-error", "parse",
                               message=f"SyntaxError: {exc.msg} (line {exc.lineno})")

@@ -11,11 +11,23 @@ from __future__ import annotations
 
 import ast
 import difflib
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from .mutate import apply
 from .records import Mutant
+
+
+# CPython 3.11 builds AST objects thread-unsafely (gh-106905): two threads parsing at
+# once can fail with "SystemError: AST constructor recursion depth mismatch". Every
+# ast.parse that may run outside the main thread takes this lock.
+AST_LOCK = threading.Lock()
+
+
+def parse(source, filename: str = "<unknown>") -> ast.Module:
+    with AST_LOCK:
+        return ast.parse(source, filename=filename)
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,10 @@ class Task:
     original: str
     replacement: str
     covered_by: tuple[str, ...] = ()  # node ids of the suite's tests that execute the line
+    start: int = 0  # byte offsets of the edit in the file
+    end: int = 0
+    col: int = 0  # byte columns of the edit's first and last line
+    end_col: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -89,7 +105,7 @@ def function_source(text: str, mutant: Mutant) -> str:
     data = text.encode("utf-8")
     starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
     best = None
-    for node in ast.walk(ast.parse(data)):
+    for node in ast.walk(parse(data)):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.stmt)):
             s = starts[node.lineno - 1] + node.col_offset
             first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
@@ -117,4 +133,5 @@ def make_task(mutant: Mutant, text: str, module_path: str, covered_by=()) -> Tas
                 end_line=mutant.end_line, function=mutant.function,
                 function_source=function_source(text, mutant), diff=mutant_diff(text, mutant),
                 operator=mutant.operator, original=mutant.original, replacement=mutant.replacement,
-                covered_by=tuple(covered_by))
+                covered_by=tuple(covered_by), start=mutant.start, end=mutant.end, col=mutant.col,
+                end_col=mutant.end_col)

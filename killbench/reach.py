@@ -25,7 +25,11 @@ class StatementIndex:
             if b == 0x0A:
                 starts.append(i + 1)
         self._spans: list[tuple[int, int, int]] = []  # start, end, lineno
-        for node in ast.walk(ast.parse(data)):
+        from .generation import AST_LOCK
+
+        with AST_LOCK:
+            tree = ast.parse(data)
+        for node in ast.walk(tree):
             if isinstance(node, ast.stmt):
                 s = starts[node.lineno - 1] + node.col_offset
                 e = starts[node.end_lineno - 1] + node.end_col_offset

@@ -256,7 +256,9 @@ def wheel_requirements(site: Path) -> list[str]:
 def ensure_env(requirements: list[str], target: str) -> TargetEnv:
     """A venv with exactly these requirements, shared by every target that needs the same."""
     reqs = tuple(sorted(set(requirements)))
-    key = hashlib.sha256(json.dumps([sys.version, sys.executable, reqs]).encode()).hexdigest()[:16]
+    # keyed on the interpreter itself, not on how its path is spelled (python vs python3)
+    base = str(Path(sys.base_prefix).resolve())
+    key = hashlib.sha256(json.dumps([sys.version, base, reqs]).encode()).hexdigest()[:16]
     root = cache_subdir("envs") / key
     env = TargetEnv(root=root, requirements=reqs)
     if (root / ".killbench-ready").exists():
