@@ -51,7 +51,12 @@ def selection_for(reach: Reach, baseline: Baseline) -> list[str] | None:
 def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
          settings: RunSettings) -> RunReport:
     spec = sandbox.target.spec
-    args = ["-x"] + (list(spec.tests) if tests is None else test_files(tests))
+    files = test_files(tests) if tests is not None else []
+    if tests is None or not all((sandbox.tree / f).is_file() for f in files):
+        # node ids that are not paths under the tree (e.g. tests collected with --pyargs
+        # from the installed package): collect the suite's own arguments, select by id
+        files = list(spec.tests)
+    args = ["-x"] + files
     timeout = baseline.timeout_for(tests, settings.timeout_factor, settings.timeout_floor)
     report, _ = sandbox.run_pytest(args, select=tests, exclude=baseline.excluded, timeout=timeout)
     return report
