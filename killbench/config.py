@@ -168,7 +168,9 @@ def load_local(project_dir: Path) -> TargetSpec:
         project_dir=project_dir.resolve(),
         source_file=pyproject,
     )
-    for rel in spec.mutate + spec.tests:
+    # with --pyargs, `tests` are module names, not paths
+    paths = spec.mutate + (() if "--pyargs" in spec.pytest_args else spec.tests)
+    for rel in paths:
         if not (project_dir / rel).exists():
             raise UserError(f"{where}: path {rel!r} does not exist under {project_dir}")
     return spec

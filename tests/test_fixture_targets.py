@@ -12,7 +12,8 @@ from killbench.runner import RunSettings
 from conftest import FIXTURES
 
 FAST = RunSettings(timeout_factor=3.0, timeout_floor=4.0)
-NAMES = ["basic", "hang_when_mutated", "breaks_import", "collects_nothing_when_mutated"]
+NAMES = ["basic", "hang_when_mutated", "breaks_import", "collects_nothing_when_mutated",
+         "tests_inside_package"]
 
 
 def _key(rec) -> str:
