@@ -124,8 +124,10 @@ def doctor(target: str, jobs, sample, seed, json_path) -> None:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the response cache.")
 @click.option("--option", "-o", "opts", multiple=True, metavar="KEY=VALUE",
               help="A generator option (repeatable).")
+@click.option("--score/--no-score", default=True, show_default=True,
+              help="Score the run when it ends (same as `killbench score RUN_DIR`).")
 @_jobs_option
-def run(generator, model, targets, budget, seed, out, base_url, no_cache, opts, jobs) -> None:
+def run(generator, model, targets, budget, seed, out, base_url, no_cache, opts, score, jobs) -> None:
     """Run a generator on targets' task sets; every test it writes goes through the gate."""
     from .run import DEFAULT_TARGETS, run_generator
 
@@ -146,8 +148,20 @@ def run(generator, model, targets, budget, seed, out, base_url, no_cache, opts, 
                    + (", ".join(f"{k} {v}" for k, v in sorted(rejected.items())) or "none"))
         if s.get("stopped"):
             click.echo(f"{name}: {s['stopped']}")
+    if score:
+        from .score import render_score, score_run
+
+        result = score_run(path, jobs=jobs)
+        (path / "score.json").write_text(json.dumps(result, indent=1, sort_keys=True))
+        click.echo("")
+        click.echo(render_score(result))
     click.echo(f"run directory: {path}")
-    click.echo(f"next: killbench score {path}")
+    if not score:
+        click.echo(f"next: killbench score {path}")
+    if generator == "amplify":
+        click.echo("to run a model instead: killbench run --generator targeted-gated --model "
+                   "openai/gpt-4.1 (key in OPENAI_API_KEY), or --model local/gemma3-270m after "
+                   "pip install -e '.[local]'")
 
 
 @main.command()

@@ -334,6 +334,15 @@ def funnel_of(entries: list[dict]) -> dict:
     return out
 
 
+def _meta_sum(meta, key: str) -> float:
+    """Sum of a numeric cost field wherever it appears in a candidate's meta (model-free
+    generators report search calls and seconds there instead of tokens)."""
+    if isinstance(meta, dict):
+        return sum((v if k == key and isinstance(v, (int, float)) else _meta_sum(v, key))
+                   for k, v in meta.items())
+    return 0
+
+
 def score_run(run_dir: Path, jobs: int | None = None, resamples: int = 10_000, seed: int = 0) -> dict:
     config, summary, gate = load_run(run_dir)
     jobs = jobs or default_jobs()
@@ -347,7 +356,10 @@ def score_run(run_dir: Path, jobs: int | None = None, resamples: int = 10_000, s
         k = per_target[name]["kills"]["k"]
         attempts = len(entries)
         t_in, t_out = budget.get("spent_in", 0), budget.get("spent_out", 0)
+        search_calls = sum(_meta_sum(e.get("meta") or {}, "search_calls") for e in entries)
+        search_seconds = sum(_meta_sum(e.get("meta") or {}, "search_seconds") for e in entries)
         per_target[name]["cost"] = {
+            "search_calls": search_calls, "search_seconds": round(search_seconds, 3),
             "tokens_in": t_in, "tokens_out": t_out, "attempts": attempts,
             "tokens_per_attempt": round((t_in + t_out) / attempts, 1) if attempts else None,
             "tokens_per_kept_test": round((t_in + t_out) / kept, 1) if kept else None,
@@ -413,7 +425,9 @@ def render_score(result: dict) -> str:
         c = t.get("cost", {})
         lines.append(f"cost: {c.get('tokens_in', 0)} tokens in, {c.get('tokens_out', 0)} out; per kill "
                      f"{c.get('tokens_per_kill')}; wall {c.get('wall_s')} s; gate calls by the "
-                     f"generator {c.get('generator_gate_calls', 0)}")
+                     f"generator {c.get('generator_gate_calls', 0)}"
+                     + (f"; search: {c['search_calls']} calls, {c['search_seconds']} s"
+                        if c.get("search_calls") else ""))
         b = t["beyond_the_suite"]["held_out"]
         lines.append(f"beyond the suite: {len(b)} held-out mutants the target's own suite misses are "
                      "killed by kept tests" + ("".join(f"\n  - {x['path']}:{x['line']} {x['operator']} "
