@@ -28,8 +28,10 @@ dependencies only: no hypothesis, no killbench), loaded with
     and a mutant; the test it writes is the same source.
 """
 
+import ast
 import builtins
 import collections.abc as cabc
+import types
 import json
 import math
 import random
@@ -89,12 +91,13 @@ def _type_name(value) -> str:
     return t.__qualname__ if mod == "builtins" else f"{mod}.{t.__qualname__}"
 
 
-def literal_source(value, *, results: bool = False, _depth: int = 0) -> str:
+def literal_source(value, *, results: bool = False, lambdas: bool = False, _depth: int = 0) -> str:
     """Python source that evaluates to an equal value, or NotLiteral.
 
     Exact builtin types only (a subclass may behave differently), except with
     ``results=True``: then named tuples are written as tuples and dict views as
-    lists, because a result is only compared with ``==``.
+    lists, because a result is only compared with ``==``. With ``lambdas=True``
+    a self-contained lambda (see ``lambda_source``) is written as its own source.
     """
     if _depth > MAX_LITERAL_DEPTH:
         raise NotLiteral("nesting too deep")
@@ -125,10 +128,12 @@ def literal_source(value, *, results: bool = False, _depth: int = 0) -> str:
     if items is None:
         if _is_builtin_name(value):
             return value.__name__
+        if lambdas and t is types.FunctionType and value.__name__ == "<lambda>":
+            return lambda_source(value)
         raise NotLiteral(_type_name(value))
     if len(items) > MAX_LITERAL_ITEMS:
         raise NotLiteral(f"{t.__name__} too long")
-    sub = lambda v: literal_source(v, results=results, _depth=_depth + 1)  # noqa: E731
+    sub = lambda v: literal_source(v, results=results, lambdas=lambdas, _depth=_depth + 1)  # noqa: E731
     if t is dict:
         body = ", ".join(f"{sub(k)}: {sub(v)}" for k, v in items.items())
         out = "{" + body + "}"
@@ -144,6 +149,48 @@ def literal_source(value, *, results: bool = False, _depth: int = 0) -> str:
     if len(out) > MAX_LITERAL_CHARS * 2:
         raise NotLiteral(f"{t.__name__} too long")
     return out
+
+
+_PARSED = {}
+
+
+def lambda_source(func) -> str:
+    """The source of a lambda that needs nothing but its arguments, literals and builtins
+    (no closure, no defaults, no globals, no nested code), read back from its file."""
+    code = func.__code__
+    if func.__closure__ or func.__defaults__ or func.__kwdefaults__:
+        raise NotLiteral("lambda with a closure or defaults")
+    if any(isinstance(c, types.CodeType) for c in code.co_consts):
+        raise NotLiteral("lambda with nested code")
+    if code.co_flags & (CO_VARARGS | CO_VARKEYWORDS) or code.co_kwonlyargcount:
+        raise NotLiteral("lambda with *args or keywords")
+    if not all(hasattr(builtins, n) and func.__globals__.get(n, getattr(builtins, n)) is getattr(builtins, n)
+               for n in code.co_names):
+        raise NotLiteral("lambda that uses globals or attributes")
+    pos = next(((ln, col) for ln, _, col, _ in code.co_positions() if ln and (ln, col) != (code.co_firstlineno, 0)),
+               None)
+    path = code.co_filename
+    if path not in _PARSED:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                _PARSED[path] = ast.parse(fh.read())
+        except (OSError, SyntaxError, ValueError):
+            _PARSED[path] = None
+    tree = _PARSED[path]
+    if tree is None or pos is None:
+        raise NotLiteral("lambda without source")
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Lambda) and node.lineno == code.co_firstlineno:
+            b = node.body
+            if (b.lineno, b.col_offset) <= pos <= (b.end_lineno, b.end_col_offset):
+                names = [a.arg for a in node.args.posonlyargs + node.args.args]
+                if names == list(code.co_varnames[:code.co_argcount]):
+                    found.append(node)
+    sources = {ast.unparse(n) for n in found}
+    if len(sources) != 1:
+        raise NotLiteral("lambda without source")
+    return sources.pop()
 
 
 def _is_builtin_name(value) -> bool:
@@ -308,6 +355,8 @@ class Tracer:
         if not target and tracked is None:
             return
         step = self.classify(frame, code, module, first, tracked)
+        if step is None:
+            return
         self.active, self.active_frame = step, frame
         if self.task_key(frame) is not None:
             self.reached(self.task_key(frame))
@@ -328,6 +377,10 @@ class Tracer:
             if len(fam["steps"]) >= MAX_STEPS_PER_FAMILY:
                 return self.skip_step("program too long", fam)
             func, kind = self.resolve_method(type(first), name, code)
+            if func is None:
+                if not self.is_target(module):
+                    return None  # a function that takes the object (copy.copy): not a method
+                return self.skip_step("a function taking a built object, not a method", fam)
             if kind == "property":
                 return self.add_step(fam, {"kind": "attr", "recv": tracked.var, "name": name})
             if name == "__init__":
@@ -430,6 +483,7 @@ class Tracer:
         var = base if n == 1 else f"{base}{n}"
         fam["vars"][var] = base
         fam.setdefault("observers", {})[var] = observers_for(cls, self.is_target)
+        fam.setdefault("actions", {})[var] = actions_for(cls, self.is_target)
         return var
 
     # -- resolution helpers
@@ -510,26 +564,26 @@ class Tracer:
             is_default = j >= first_default and func is not None and value is defaults[j - first_default]
             if is_default and not star:
                 if j < npos_only:
-                    args.append(literal_source(value))  # cannot be passed by keyword
+                    args.append(literal_source(value, lambdas=True))  # cannot be passed by keyword
                 else:
                     keyword_mode = True
                 continue
             if keyword_mode and j >= npos_only and not star:
-                kwargs.append([name, literal_source(value)])
+                kwargs.append([name, literal_source(value, lambdas=True)])
             else:
-                args.append(literal_source(value))
+                args.append(literal_source(value, lambdas=True))
         for value in star:
-            args.append(literal_source(value))
+            args.append(literal_source(value, lambdas=True))
         for name in names[nargs:nargs + nkw]:
             value = loc.get(name)
             if func is not None and name in kwdefaults and value is kwdefaults[name]:
                 continue
-            kwargs.append([name, literal_source(value)])
+            kwargs.append([name, literal_source(value, lambdas=True)])
         if varkw:
             for k, v in dict(loc.get(varkw, {})).items():
                 if not (isinstance(k, str) and k.isidentifier()):
                     raise NotLiteral("keyword not an identifier")
-                kwargs.append([k, literal_source(v)])
+                kwargs.append([k, literal_source(v, lambdas=True)])
         return args, kwargs
 
 
@@ -552,6 +606,25 @@ def _snake_last_word(name: str) -> str:
         words.append(cur)
     word = (words[-1] if words else "obj").lower()
     return word if word.isidentifier() and word not in ("copy", "math", "pytest", "re") else "obj"
+
+
+def actions_for(cls, is_target):
+    """Public methods of the target's classes callable with no argument (search moves)."""
+    out, seen = [], set()
+    for klass in cls.__mro__:
+        if not is_target(getattr(klass, "__module__", "")):
+            continue
+        for name, raw in sorted(klass.__dict__.items()):
+            if name.startswith("_") or name in seen or not isinstance(raw, types.FunctionType):
+                continue
+            seen.add(name)
+            code = raw.__code__
+            required = code.co_argcount - len(raw.__defaults__ or ())
+            kw_required = [k for k in code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+                           if k not in (raw.__kwdefaults__ or {})]
+            if required == 1 and not kw_required:
+                out.append(name)
+    return out
 
 
 def observers_for(cls, is_target):

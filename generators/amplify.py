@@ -35,6 +35,7 @@ import shutil
 import tempfile
 import textwrap
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,6 +224,7 @@ class Program:
     observers: list[tuple[str, str]]  # (var, template over {R})
     reach: list[int]  # indices of steps that reached the task's function
     classes: dict[str, str]  # var -> class name
+    actions: dict = field(default_factory=dict)  # var -> public zero-argument methods
     origin: str = "recorded"
     edits: tuple = ()
 
@@ -327,13 +329,15 @@ def programs_for(task_key: str, families: list[dict], limit: int) -> list[Progra
             if s.get("assign"):
                 classes[s["assign"]] = (s["owner"][1].split(".")[-1] if s["kind"] == "new"
                                         else classes.get(s.get("recv"), s["assign"]))
-        out.append(Program(kept, observers, [r for r in reach if r <= last], classes))
+        actions = {v: fam.get("actions", {}).get(v, []) for v in assigned}
+        out.append(Program(kept, observers, [r for r in reach if r <= last], classes, actions=actions))
         first = min(reach)
         if first < last and fam["kind"] == "object":
             short = steps[: first + 1]
             assigned = [s["assign"] for s in short if s.get("assign")]
             obs = [(v, t) for v in assigned for t in fam.get("observers", {}).get(v, [])]
-            out.append(Program(short, obs, [first], classes))
+            out.append(Program(short, obs, [first], classes,
+                               actions={v: fam.get("actions", {}).get(v, []) for v in assigned}))
     uniq, seen = [], set()
     for p in sorted(out, key=lambda p: (len(p.steps), p.key())):
         if p.key() not in seen:
@@ -388,6 +392,16 @@ def apply_edits(program: Program, edits) -> Program | None:
             args[a], args[b] = args[b], args[a]
         elif kind == "drop":
             drop.add(edit[1])
+        elif kind == "drop_before":
+            drop.update(i for i in range(edit[1]) if _droppable(steps[i]))
+        elif kind == "extend":
+            # do to a derived object (a copy) what the program did to its origin
+            var = edit[1]
+            steps += [dict(s, recv=var) for s in list(steps)
+                      if s["kind"] == "method" and s.get("recv") not in (None, var) and not s.get("assign")]
+        elif kind == "call":
+            steps.append({"kind": "method", "recv": edit[1], "name": edit[2], "args": [], "kwargs": [],
+                          "seq": len(steps)})
     if drop:
         keep = [i for i in range(len(steps)) if i not in drop]
         reach = [keep.index(r) for r in program.reach if r in keep]
@@ -396,8 +410,12 @@ def apply_edits(program: Program, edits) -> Program | None:
         steps = [steps[i] for i in keep]
     else:
         reach = list(program.reach)
-    return Program(steps, list(program.observers), reach, dict(program.classes), "search",
-                   tuple(edits))
+    return Program(steps, list(program.observers), reach, dict(program.classes),
+                   actions=dict(program.actions), origin="search", edits=tuple(edits))
+
+
+def _droppable(step: dict) -> bool:
+    return step["kind"] in ("method", "attr") and not step.get("assign")
 
 
 def single_edits(program: Program, constants) -> list[tuple]:
@@ -418,9 +436,24 @@ def single_edits(program: Program, constants) -> list[tuple]:
                 if type(vals[a]) is type(vals[b]) and args[a] != args[b] and vals[a] is not None:
                     edits.append(("swap", i, a, b))
     for i, step in enumerate(program.steps):
-        if step["kind"] in ("method", "attr") and not step.get("assign") and i not in program.reach:
+        if _droppable(step) and i not in program.reach:
             edits.append(("drop", i))
-    return [(e,) for e in edits]
+    out = [(e,) for e in edits]
+    first = min(program.reach) if program.reach else 0
+    structural = []
+    if any(_droppable(program.steps[i]) for i in range(first)):
+        structural.append((("drop_before", first),))
+    for i in program.reach:
+        var = program.steps[i].get("assign")
+        if var and program.steps[i]["kind"] == "method":
+            structural += [(("extend", var),), (("drop_before", first), ("extend", var))]
+    # then call each public no-argument method once at the end (popitem, expire, ...)
+    prefixes = [()] + [e for e in structural]
+    for var, names in sorted(program.actions.items()):
+        for name in names:
+            for pre in prefixes:
+                structural.append(tuple(pre) + (("call", var, name),))
+    return structural + out
 
 
 def hypothesis_edits(programs: list[Program], constants, count: int, seed: int) -> list[tuple[int, tuple]]:
@@ -604,8 +637,8 @@ def write_test(f: Finding, constants) -> Finding:
     setup_exc = []
     for i in range(f.index):
         step = r.steps[i]
-        if step["role"] == "observe":
-            continue  # observers do not change state (they are ordered so)
+        if step["role"] == "observe" or r.program.steps[step["index"]]["kind"] == "attr":
+            continue  # reads of state (observers, properties) are not setup
         imports.update(r.imports[i])
         src = step.get("src") or step["expr"]
         outcome = step.get("_clean")
@@ -687,6 +720,7 @@ class TaskReport:
     replay_seconds: float = 0.0
     search_seconds: float = 0.0
     budget_hit: bool = False
+    minimize_calls: int = 0
 
 
 class AmplifyGenerator:
@@ -755,6 +789,7 @@ class AmplifyGenerator:
 
         self._ctx_log = ctx.log
         self._seconds = {}
+        self._constants = {}
         started = time.monotonic()
         target = ctx.prepared
         baseline = ctx.baseline
@@ -785,17 +820,26 @@ class AmplifyGenerator:
             per_task: dict[str, list[Rendered]] = {}
             for task in eligible:
                 key = f"{task.module}|{task.function}"
-                rep = reports[task.id] = TaskReport("no difference found")
+                rep = reports[task.id] = TaskReport("not reached: generation stopped before this task")
                 for fam in families:
+                    if fam["test"] not in task.covered_by:
+                        continue
                     rep.calls_recorded += len(fam["reach"].get(key, []))
                     rep.calls_skipped.update(fam["skipped"].get(key, {}))
-                per_task[task.id] = [render(p) for p in programs_for(key, families, self.max_programs)]
+                # only the calls made by the tests that execute the mutated line (reachability)
+                covering = set(task.covered_by)
+                mine = [f for f in families if f["test"] in covering]
+                per_task[task.id] = [render(p) for p in programs_for(key, mine, self.max_programs)]
                 rep.programs = len(per_task[task.id])
             # search programs are drawn up front (deterministic), so that clean code runs once
             # for every task: one clean batch, then one mutant run per task
+            # All AST work (constants) and all hypothesis draws happen here, before the first
+            # candidate is yielded: the harness gates candidates in threads, and CPython 3.11's
+            # AST conversion is not thread-safe (gh-106905: "AST constructor recursion depth
+            # mismatch" when two threads parse at once).
             variants: dict[str, list[Rendered]] = {}
             for task in eligible:
-                constants = function_constants(task, ctx.sources.get(task.path))
+                constants = self._constants[task.id] = function_constants(task, ctx.sources.get(task.path))
                 recorded = [r.program for r in per_task[task.id]]
                 variants[task.id] = self._variants(task, recorded, constants, ctx.seed) if recorded else []
             unique = {r.pid: r for rs in [*per_task.values(), *variants.values()] for r in rs}
@@ -810,7 +854,16 @@ class AmplifyGenerator:
                     rep.outcome = ("no replayable call: " + rep.calls_skipped.most_common(1)[0][0]
                                    if rep.calls_skipped else "not reached by a recorded call")
                     continue
-                cand = self._task(ctx, sb, lib, task, per_task[task.id], variants[task.id], clean, rep)
+                rep.outcome = "no difference found"
+                try:
+                    cand = self._task(ctx, sb, lib, task, per_task[task.id], variants[task.id], clean, rep)
+                except HarnessError:
+                    raise
+                except Exception as exc:  # a bug on one task is reported, counted, and not fatal
+                    sb.restore()
+                    rep.outcome = f"error: {type(exc).__name__}"
+                    ctx.log(f"amplify: task {task.id}: {traceback.format_exc(limit=6)}")
+                    cand = None
                 totals["search_calls"] += rep.search_calls
                 totals["search_seconds"] += rep.search_seconds
                 totals["replay_seconds"] += rep.replay_seconds
@@ -857,7 +910,7 @@ class AmplifyGenerator:
         except (ValueError, TypeError) as exc:
             rep.outcome = f"skipped: mutant diff did not apply ({exc})"
             return None
-        constants = function_constants(task, original)
+        constants = self._constants[task.id]
         usable = [r for r in recorded if r.pid in clean]
         searched = [r for r in variants if r.pid in clean]
         rep.budget_hit = len(searched) < len(variants)
@@ -896,15 +949,71 @@ class AmplifyGenerator:
             return None
         findings.sort(key=lambda f: (CLASS_RANK[f.cls], f.stmts, f.body_chars, f.order))
         best = findings[0]
+        if best.stmts > 2:
+            best = self._minimize(sb, lib, task, mutated, best, constants, rep)
         rep.outcome = f"emitted ({origin})"
         meta = {"amplify": {"origin": origin, "assertion": best.cls,
                             "test": best.name, "edits": _edits_repr(best.rendered.program.edits),
                             "recorded_programs": rep.programs, "search_calls": rep.search_calls,
                             "search_seconds": rep.search_seconds,
                             "replay_seconds": round(rep.replay_seconds, 3),
+                            "minimize_calls": rep.minimize_calls,
                             "budget_hit": rep.budget_hit, "findings": len(findings)},
                 "tokens": 0}
         return CandidateTest(best.source, task=task.id, meta=meta)
+
+    def _minimize(self, sb, lib, task: Task, mutated: str, best: Finding, constants,
+                  rep: TaskReport) -> Finding:
+        """One round of shortening: the program cut at the differing step, without the
+        setup steps that can go (all of them, and each alone); the shortest that still
+        differs wins. Two more runs (clean and mutant); the found test stands otherwise."""
+        prog = best.rendered.program
+        step = best.rendered.steps[best.index]
+        if step["role"] == "observe":
+            last = len(prog.steps) - 1
+            template = next((t for v, t in prog.observers
+                             if v == step["var"] and t.replace("{R}", v) == step["expr"]), None)
+            if template is None:
+                return best
+            observers = [(step["var"], template)]
+        else:
+            last, observers = step["index"], []
+        base = Program(prog.steps[: last + 1], observers, [r for r in prog.reach if r <= last],
+                       dict(prog.classes), actions={}, origin=prog.origin, edits=prog.edits)
+        droppable = [i for i in range(last) if _droppable(prog.steps[i]) and i not in prog.reach]
+        if not droppable:
+            return best
+        candidates = [apply_edits(base, [("drop", i) for i in droppable])] + \
+            [apply_edits(base, [("drop", i)]) for i in droppable]
+        rendered = {}
+        for c in candidates:
+            if c is not None:
+                c.origin, c.edits = prog.origin, prog.edits  # minimising is not a search move
+                r = render(c)
+                rendered.setdefault(r.pid, r)
+        programs = list(rendered.values())[: self.search_calls]
+        clean, w1 = self._replay(sb, lib, programs, seconds=self.search_seconds)
+        sb.write(task.path, mutated.encode("utf-8"))
+        try:
+            mutant, w2 = self._replay(sb, lib, programs, seconds=self.search_seconds, seeds=(1,),
+                                      max_timeouts=2)
+        finally:
+            sb.restore()
+        rep.replay_seconds += w1 + w2
+        rep.minimize_calls = len(programs)
+        found = [best]
+        for order, r in enumerate(programs):
+            c, m = clean.get(r.pid), mutant.get(r.pid)
+            if c is None or m is None:
+                continue
+            for st, outcome in zip(r.steps, c):
+                st["_clean"] = outcome
+            f = first_difference(r, c, m)
+            if f is not None and f.cls == best.cls:
+                f.order = order
+                found.append(write_test(f, constants))
+        found.sort(key=lambda f: (CLASS_RANK[f.cls], f.stmts, f.body_chars, f.order))
+        return found[0]
 
     def _variants(self, task: Task, programs: list[Program], constants, seed: int) -> list[Rendered]:
         budget = self.search_calls
@@ -935,12 +1044,12 @@ class AmplifyGenerator:
     def _summary(self, ctx, reports: dict[str, TaskReport], totals: Counter, wall: float) -> dict:
         outcomes = Counter()
         for r in reports.values():
-            outcomes[r.outcome.split(":")[0] if r.outcome.startswith(("skipped", "no replayable"))
+            outcomes[r.outcome.split(":")[0] if r.outcome.startswith(("skipped", "no replayable", "error"))
                      else r.outcome] += 1
         reasons = Counter()
         skipped_calls = Counter()
         for r in reports.values():
-            if r.outcome.startswith(("skipped", "no replayable")):
+            if r.outcome.startswith(("skipped", "no replayable", "error")):
                 reasons[r.outcome] += 1
             skipped_calls.update(r.calls_skipped)
         return {
@@ -956,6 +1065,7 @@ class AmplifyGenerator:
             "trace_seconds": totals["trace_seconds"],
             "recorded_programs": totals["recorded_programs"],
             "wall_s": round(wall, 3), "tokens": 0,
+            "task_outcomes": {tid: r.outcome for tid, r in sorted(reports.items())},
         }
 
 

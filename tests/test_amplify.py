@@ -1,0 +1,170 @@
+"""The model-free generator `amplify`: its pieces on their own, and end to end on the
+fixture target `basic` through the real gate."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+import pytest
+
+from generators import amplify as A
+from generators._amplify_plugin import NotLiteral, lambda_source, literal_source
+from killbench.assertions import classify_file
+from killbench.generation import make_task
+from killbench.records import Mutant
+from killbench.run import run_generator
+
+SRC = "LIMIT = 10\n\n\ndef is_big(n):\n    return n > LIMIT\n"
+
+
+def _task(src=SRC, original="n > LIMIT", replacement="n >= LIMIT"):
+    start = src.index(original)
+    m = Mutant(id="m1", path="pkg/mod.py", line=5, end_line=5, col=11, end_col=20, start=start,
+               end=start + len(original), function="is_big", operator="compare-flip",
+               original=original, replacement=replacement)
+    return make_task(m, src, "pkg/mod.py", ["tests/test_mod.py::test_is_big"])
+
+
+def test_apply_diff_rebuilds_the_mutant():
+    task = _task()
+    assert A.apply_diff(SRC, task.diff) == SRC.replace("n > LIMIT", "n >= LIMIT")
+    with pytest.raises(ValueError):
+        A.apply_diff(SRC.replace("return", "yield"), task.diff)
+
+
+def test_constants_and_neighbours_reach_the_boundary():
+    constants = A.function_constants(_task(), SRC)
+    assert (10, "LIMIT") in constants
+    near = A.neighbours(11, constants)
+    assert near[:3] == [10, 9, 12] and 11 not in near  # the constant's boundary first
+    assert A.neighbours("5", [(0, None)])[:3] == ["0", "-1", "1"]  # digit strings move as numbers
+    assert A.neighbours([1, 2, 3], []) == [[], [1], [1, 2], [3, 2, 1]]
+    assert A.neighbours(True, []) == [False]
+
+
+def test_literal_source_writes_values_back():
+    for value in (None, True, 3, -2.5, "a'b", b"\x00", (1,), [1, [2]], {1: "x"}, frozenset({2, 1}), set()):
+        src = literal_source(value)
+        assert eval(src, {"math": math}) == value
+    assert literal_source(math.inf) == "math.inf"
+    assert literal_source(len) == "len"
+    with pytest.raises(NotLiteral):
+        literal_source(float("nan"))
+    with pytest.raises(NotLiteral, match="object"):
+        literal_source(object())
+    with pytest.raises(NotLiteral):
+        literal_source(list(range(1000)))
+    # results: named tuples and dict views compare as tuples and lists
+    from collections import namedtuple
+
+    assert literal_source(namedtuple("P", "x y")(1, 2), results=True) == "(1, 2)"
+    assert literal_source({1: 2}.items(), results=True) == "[(1, 2)]"
+
+
+def test_self_contained_lambdas_are_written_from_their_source(tmp_path, monkeypatch):
+    (tmp_path / "lams.py").write_text(
+        "K = 3\n"
+        "ident = lambda x: x\n"
+        "pair = [lambda a, b: a, lambda y: -1 if y else len(y)]\n"
+        "glob = lambda q: q + K\n"
+        "def outer(z):\n    return lambda q: q + z\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import lams
+
+    assert lambda_source(lams.ident) == "lambda x: x"
+    assert lambda_source(lams.pair[1]) == "lambda y: -1 if y else len(y)"
+    assert literal_source({"f": lams.pair[0]}, lambdas=True) == "{'f': lambda a, b: a}"
+    with pytest.raises(NotLiteral, match="globals"):
+        lambda_source(lams.glob)
+    with pytest.raises(NotLiteral, match="closure"):
+        lambda_source(lams.outer(1))
+    with pytest.raises(NotLiteral):
+        literal_source(lams.ident)  # only where lambdas are allowed (arguments of a trace)
+
+
+def test_render_uses_syntax_for_special_methods():
+    steps = [{"kind": "new", "owner": ["pkg", "LRUCache"], "assign": "cache", "args": ["2"], "kwargs": []},
+             {"kind": "method", "recv": "cache", "name": "__setitem__", "args": ["1", "'a'"], "kwargs": []},
+             {"kind": "method", "recv": "cache", "name": "__contains__", "args": ["1"], "kwargs": []},
+             {"kind": "method", "recv": "cache", "name": "pop", "args": ["1"], "kwargs": [["default", "None"]]},
+             {"kind": "attr", "recv": "cache", "name": "currsize"}]
+    r = A.render(A.Program(steps, [("cache", "len({R})")], [1], {"cache": "LRUCache"}))
+    assert [s.get("src") or s.get("expr") for s in r.steps] == [
+        "cache = LRUCache(2)", "cache[1] = 'a'", "1 in cache", "cache.pop(1, default=None)",
+        "cache.currsize", "len(cache)"]
+    assert r.replay_form()["imports"] == ["from pkg import LRUCache"]
+
+
+def test_first_difference_compares_like_the_assert_will():
+    steps = [{"kind": "call", "owner": ["pkg", "f"], "args": ["1"], "kwargs": []}]
+    r = A.render(A.Program(steps, [], [0], {}))
+    ok = lambda v: [{"k": "ok", "v": v}]  # noqa: E731
+    assert A.first_difference(r, ok("1"), ok("1.0")) is None  # `== 1` passes on 1.0
+    assert A.first_difference(r, ok("False"), ok("0")).cls == "value"  # `is False` fails on 0
+    assert A.first_difference(r, ok("None"), ok("2")).cls == "existence"
+    raise_ = lambda t, msg="": [{"k": "raise", "type": ["builtins", t], "msg": msg, "bases": []}]  # noqa: E731
+    assert A.first_difference(r, raise_("ValueError"), ok("1")).cls == "exception"
+    assert A.first_difference(r, raise_("ValueError", "a"), raise_("ValueError", "b")).cls == "value"
+    assert A.first_difference(r, raise_("ValueError", "a"), raise_("ValueError", "a")) is None
+    assert A.first_difference(r, [{"k": "ok", "v": "1", "unstable": True}], ok("2")) is None
+    assert A.first_difference(r, ok("1"), [{"k": "timeout"}]) is None  # a hang is not a kill
+
+
+def test_hypothesis_draws_are_deterministic():
+    steps = [{"kind": "call", "owner": ["pkg", "f"], "args": ["5", "'ab'"], "kwargs": []}]
+    p = A.Program(steps, [], [0], {})
+    first = A.hypothesis_edits([p], [(10, "LIMIT")], 30, seed=7)
+    assert first == A.hypothesis_edits([p], [(10, "LIMIT")], 30, seed=7)
+    assert first and all(k == 0 and 1 <= len(e) <= 2 for k, e in first)
+
+
+# ---------------------------------------------------------------- end to end
+
+def _run(project, out, caplog):
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="killbench"):
+        run_generator("amplify", [str(project)], out=out, jobs=2, gate_timeout=20)
+    lines = [r.getMessage() for r in caplog.records if "amplify-summary " in r.getMessage()]
+    assert len(lines) == 1
+    summary = json.loads(lines[0].split("amplify-summary ", 1)[1])
+    gate = [json.loads(x) for x in (out / "gate.jsonl").read_text().splitlines()]
+    files = {p.name: p.read_text() for p in sorted((out / "candidates").glob("*.py"))}
+    return summary, gate, files
+
+
+@pytest.mark.slow
+def test_amplify_kills_the_boundary_survivor_deterministically(fixture_target, use_cache, tmp_path, caplog):
+    project = fixture_target("basic")
+    summary, gate, files = _run(project, tmp_path / "run1", caplog)
+    tasks = {t["id"]: t for t in json.loads((tmp_path / "run1" / "tasks" / "basic.json").read_text())}
+    boundary = next(i for i, t in tasks.items() if t["replacement"] == "n >= THRESHOLD")
+
+    # the suite only calls is_big(11) and is_big(3): the neighbouring-integer search finds 10
+    entry = next(e for e in gate if e["task"] == boundary)
+    assert entry["kept"], entry
+    src = files[f"{entry['candidate']}.py"]
+    assert "from basic import is_big" in src
+    assert "def test_is_big_at_threshold():" in src
+    assert "assert is_big(10) is False" in src
+    assert classify_file(src) == {"test_is_big_at_threshold": "value"}
+    meta = entry["meta"]["amplify"]
+    assert meta["origin"] == "search" and meta["search_calls"] > 0 and entry["meta"]["tokens"] == 0
+
+    # every function-level task is killed; the module-level one is skipped and counted
+    assert len(tasks) == 8
+    assert summary["outcomes"] == {"emitted (recorded)": 1, "emitted (search)": 6, "skipped": 1}
+    assert summary["skip_reasons"] == {"skipped: module-level statement": 1}
+    assert summary["calls_skipped"] == {}
+    assert summary["tokens"] == 0 and summary["search_calls"] > 0 and summary["wall_s"] > 0
+    assert sum(e["kept"] for e in gate) == 7 and len(gate) == 7
+    classes = {name: cls for s in files.values() for name, cls in classify_file(s).items()}
+    assert set(classes.values()) <= {"value", "exception"}
+    assert "exception" in classes.values()  # parse_positive('0') -> pytest.raises(ValueError)
+
+    # deterministic: same target, same seed, same tests
+    summary2, gate2, files2 = _run(project, tmp_path / "run2", caplog)
+    assert files2 == files
+    assert {(e["task"], e["candidate"], e["kept"]) for e in gate2} == \
+        {(e["task"], e["candidate"], e["kept"]) for e in gate}
