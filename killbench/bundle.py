@@ -32,7 +32,7 @@ from .score import score_run
 from .targets import prepare
 
 MEMBERS = ("config.json", "summary.json", "gate.jsonl", "transcript.jsonl", "predictions.jsonl",
-           "score.json")
+           "generator.log", "score.json")
 DIRS = ("candidates", "tasks")
 
 

@@ -8,6 +8,7 @@ that depends on this machine's paths:
     transcript.jsonl every model call (request, response, usage, latency)
     candidates/      every test file the generator returned, named by content hash
     gate.jsonl       every gate result with its reason (append-only)
+    generator.log    what the generator reported while it ran
     tasks/NAME.json  the task set each target was given
     summary.json     per target: attempts, kept, rejections by reason, tokens, wall time
 
@@ -96,6 +97,18 @@ class RunDirectory:
         if not p.exists():
             p.write_text(source, encoding="utf-8")
         return cid
+
+    def generator_log(self, target: str, generator: str):
+        """A generator's messages go whole to generator.log, shortened to the terminal."""
+
+        def emit(msg: str) -> None:
+            with self._lock:
+                with open(self.path / "generator.log", "a", encoding="utf-8") as fh:
+                    fh.write(f"[{target}] {msg}\n")
+            short = msg if len(msg) <= 200 else msg[:200] + f"... (whole in {self.path / 'generator.log'})"
+            log.info("%s: %s", generator, short)
+
+        return emit
 
     def log_gate(self, entry: dict) -> None:
         with self._lock:
@@ -197,7 +210,7 @@ def run_generator(generator_ref: str, target_names: list[str], *, model: str | N
             modules={sf.path: sf.module_path for sf in target.sources},
             test_files=_test_files(target), tasks=ts.tasks, model=client, budget=t_budget,
             gate=lambda src, task=None: gated(src, task, True), seed=seed, options=options or {},
-            read_test=_read_test_factory(target), log=lambda msg: log.info("%s: %s", generator.name, msg),
+            read_test=_read_test_factory(target), log=rd.generator_log(spec.name, generator.name),
             prepared=target, baseline=baseline)
         counts = Counter()
         stopped = None
