@@ -59,7 +59,8 @@ class Prompt:
         try:
             return string.Template(text).substitute({k: str(v) for k, v in values.items()})
         except (KeyError, ValueError) as exc:
-            raise UserError(f"prompt {self.name}, section {section!r}: bad placeholder {exc}") from None
+            raise UserError(f"prompt {self.name}, section {section!r}: bad placeholder "
+                            f"{exc}") from None
 
 
 def parse_prompt(name: str, data: bytes) -> Prompt:
@@ -311,6 +312,12 @@ def extract(text: str) -> Extraction:
 
 
 # --- prompt pieces -----------------------------------------------------------------
+
+
+def completion_prompt(text: str) -> str:
+    """A completion prompt ends with its def line *and* the newline after it, so that the
+    model starts the body (the prompt file's last newline is not part of its section)."""
+    return text if text.endswith("\n") else text + "\n"
 
 
 def comment(text: str) -> str:

@@ -61,7 +61,8 @@ class OnePromptGenerator:
                     name = _first_test_name(source)
                     text = prompt.render("prompt", module=module, path=path, part=part,
                                          source_comment=c.comment(source), test_name=name)
-                    answer = c.ask(ctx, [{"role": "user", "content": text}], opts=self.opts,
+                    prompt_text = c.completion_prompt(text)
+                    answer = c.ask(ctx, [{"role": "user", "content": prompt_text}], opts=self.opts,
                                    mode="completion", attempt_id=attempt_id, stop=STOP)
                     if answer is None:
                         continue

@@ -18,7 +18,7 @@ from . import _common as c
 
 CHAT = "targeted_gated.chat.v1.txt"
 COMPLETION = "targeted_gated.completion.v1.txt"
-STOP = ["\ndef ", "\nclass ", "\nif __name__", "\n```"]
+STOP = ["\n\n", "\ndef ", "\nclass ", "\nif __name__"]  # the body ends at its first blank line
 
 
 class TargetedGatedGenerator:
@@ -79,7 +79,8 @@ class TargetedGatedGenerator:
                 "prompt", module=task.module, path=task.path,
                 function_comment=c.comment(task.function_source), diff_comment=c.comment(task.diff),
                 previous=previous, imports=imports, test_name=name)
-            answer = c.ask(ctx, [{"role": "user", "content": text}], opts=self.opts,
+            prompt_text = c.completion_prompt(text)
+            answer = c.ask(ctx, [{"role": "user", "content": prompt_text}], opts=self.opts,
                            mode="completion", attempt_id=f"{task.id}/{attempt}", stop=STOP)
             if answer is None:
                 return

@@ -16,7 +16,7 @@ from . import _common as c
 
 CHAT = "untargeted.chat.v1.txt"
 COMPLETION = "untargeted.completion.v1.txt"
-STOP = ["\ndef ", "\nclass ", "\nif __name__", "\n```"]
+STOP = ["\n\n", "\ndef ", "\nclass ", "\nif __name__"]  # the body ends at its first blank line
 MAX_PREVIOUS_CHARS = 4000  # tests shown from earlier requests on the same function
 
 
@@ -60,7 +60,8 @@ class UntargetedGenerator:
                 text = prompt.render("prompt", module=task.module, path=task.path,
                                      function_comment=c.comment(task.function_source),
                                      previous=previous, imports=imports, test_name=name)
-                answer = c.ask(ctx, [{"role": "user", "content": text}], opts=self.opts,
+                prompt_text = c.completion_prompt(text)
+                answer = c.ask(ctx, [{"role": "user", "content": prompt_text}], opts=self.opts,
                                mode="completion", attempt_id=f"{task.id}/1", stop=STOP)
                 if answer is None:
                     continue

