@@ -20,7 +20,7 @@ import logging
 import os
 import random
 import tempfile
-from collections import Counter, defaultdict
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path

@@ -4,7 +4,6 @@ fixture target `basic` through the real gate."""
 from __future__ import annotations
 
 import json
-import logging
 import math
 
 import pytest

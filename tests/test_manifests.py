@@ -3,7 +3,6 @@ changes when a pin changes."""
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
