@@ -185,7 +185,9 @@ def _tally(outcomes) -> str:
 
 
 def _counts_check(target, workdir: Path, candidates: list[Candidate], reaches, sample) -> Check:
-    path = workdir / "journal.jsonl"
+    from .harness import mutate_header, mutate_journal_path
+
+    path = mutate_journal_path(workdir, mutate_header(target, default_operators(), RunSettings()))
     entries = {}
     if path.exists():
         for line in path.read_text().splitlines()[1:]:

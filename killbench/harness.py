@@ -7,6 +7,7 @@ journaled as it arrives; running the same command again resumes from the journal
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -253,6 +254,18 @@ def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[
     return records
 
 
+def mutate_header(target: PreparedTarget, ops, settings: RunSettings) -> dict:
+    """What a mutate journal's results depend on."""
+    return {"killbench": __version__, "fingerprint": target.fingerprint, "operators": sorted(ops),
+            "timeout_factor": settings.timeout_factor, "timeout_floor": settings.timeout_floor}
+
+
+def mutate_journal_path(workdir: Path, header: dict) -> Path:
+    """One journal per set of settings: runs with other settings never collide."""
+    digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode()).hexdigest()[:12]
+    return workdir / f"journal-{digest}.jsonl"
+
+
 def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fresh: bool = False,
                   settings: RunSettings = RunSettings(), show_progress: bool = True,
                   target: PreparedTarget | None = None) -> MutationRun:
@@ -262,7 +275,8 @@ def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fre
     ops = tuple(sorted(operators or default_operators()))
     workdir = workdir_for(target)
     workdir.mkdir(parents=True, exist_ok=True)
-    journal_path = workdir / "journal.jsonl"
+    header = mutate_header(target, ops, settings)
+    journal_path = mutate_journal_path(workdir, header)
     if fresh:
         set_aside(journal_path)
     baseline = load_or_run_baseline(target, workdir, fresh=fresh)
@@ -270,8 +284,6 @@ def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fre
     if len({c.mutant.id for c in candidates}) != len(candidates):
         raise HarnessError(f"target {spec.name}: two mutants share an id")
     reaches = reach_all(target, baseline, candidates)
-    header = {"killbench": __version__, "fingerprint": target.fingerprint, "operators": list(ops),
-              "timeout_factor": settings.timeout_factor, "timeout_floor": settings.timeout_floor}
     journal = Journal(journal_path, header)
     resumed = len(journal.entries)
     try:

@@ -18,7 +18,7 @@ from conftest import FIXTURES
 
 
 def _journal(cache: Path) -> Path | None:
-    found = list((cache / "work").glob("hang-*/journal.jsonl")) if (cache / "work").exists() else []
+    found = list((cache / "work").glob("hang-*/journal-*.jsonl")) if (cache / "work").exists() else []
     return found[0] if found else None
 
 
@@ -36,7 +36,7 @@ def test_sigkill_then_resume(fixture_target, kb_cache, tmp_path):
     # prepare and baseline first, so the kill lands among mutant runs
     subprocess.run([sys.executable, "-m", "killbench.cli", "doctor", str(project), "--sample", "1"],
                    env=env, capture_output=True, check=False)
-    for stale in (kb_cache / "work").glob("hang-*/journal.jsonl"):
+    for stale in (kb_cache / "work").glob("hang-*/journal-*.jsonl"):
         stale.unlink()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
