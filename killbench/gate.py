@@ -171,6 +171,18 @@ class Gate:
             raise HarnessError(f"a gated test imported the target from outside the sandbox: {outside}")
         return report
 
+    def _pytest_with(self, sb: Sandbox, path: Path, source_path: str, content: bytes,
+                     res: GateResult) -> RunReport:
+        """One run with `content` in place of a target file, restored afterwards."""
+        sb.write(source_path, content)
+        try:
+            rep = self._pytest(sb, path)
+        finally:
+            sb.restore()
+        res.runs += 1
+        res.wall_s += rep.wall_s
+        return rep
+
     def _run_gate(self, sb: Sandbox, source: str, cid: str, mutant: Mutant | None) -> GateResult:
         path = self._place(sb, source, cid)
         res = GateResult(cid, mutant.id if mutant else None, False, None, "collect")
@@ -203,24 +215,12 @@ class Gate:
                 res.kept, res.stage = True, "clean"
                 return res
             original = (sb.target.tree / mutant.path).read_bytes()
-            sb.write(mutant.path, neutral_variant(original, mutant))
-            try:
-                rep = self._pytest(sb, path)
-            finally:
-                sb.restore()
-            res.runs += 1
-            res.wall_s += rep.wall_s
+            rep = self._pytest_with(sb, path, mutant.path, neutral_variant(original, mutant), res)
             if not (rep.returncode == 0 and rep.finished):
                 return _reject(res, "gaming", "neutral",
                                "fails on a behaviour-neutral edit (a comment line) of the target: "
                                "it reads source text, not behaviour")
-            sb.write(mutant.path, apply(original, mutant))
-            try:
-                rep = self._pytest(sb, path)
-            finally:
-                sb.restore()
-            res.runs += 1
-            res.wall_s += rep.wall_s
+            rep = self._pytest_with(sb, path, mutant.path, apply(original, mutant), res)
             res.stage = "mutant"
             if rep.timed_out:
                 return _reject(res, "timeout", "mutant", "the mutant made the test hang (not a kill)")
