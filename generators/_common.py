@@ -381,3 +381,9 @@ def split_source(text: str, limit: int) -> list[str]:
 
 def prompt_hashes(*names: str) -> dict[str, str]:
     return {name: load_prompt(name).sha256 for name in names}
+
+
+def start(opts, ctx, chat: str, completion: str):
+    """The mode for this model, its prompt file, and the tasks selected by the options."""
+    mode = resolve_mode(opts, ctx.model)
+    return mode, load_prompt(chat if mode == "chat" else completion), opts.select(ctx.tasks)

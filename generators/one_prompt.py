@@ -33,9 +33,7 @@ class OnePromptGenerator:
         return c.prompt_hashes(CHAT, COMPLETION)
 
     def generate(self, ctx: GenerationContext):
-        mode = c.resolve_mode(self.opts, ctx.model)
-        prompt = c.load_prompt(CHAT if mode == "chat" else COMPLETION)
-        tasks = self.opts.select(ctx.tasks)
+        mode, prompt, tasks = c.start(self.opts, ctx, CHAT, COMPLETION)
         paths = sorted({t.path for t in tasks} & set(ctx.sources))
         ctx.log(f"{len(paths)} modules (holding {len(tasks)} tasks), {mode} mode")
         test_files = ", ".join(ctx.test_files) or "none"

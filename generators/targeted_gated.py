@@ -35,9 +35,7 @@ class TargetedGatedGenerator:
         return c.prompt_hashes(CHAT, COMPLETION)
 
     def generate(self, ctx: GenerationContext):
-        mode = c.resolve_mode(self.opts, ctx.model)
-        prompt = c.load_prompt(CHAT if mode == "chat" else COMPLETION)
-        tasks = self.opts.select(ctx.tasks)
+        mode, prompt, tasks = c.start(self.opts, ctx, CHAT, COMPLETION)
         ctx.log(f"{len(tasks)} tasks, up to {self.max_attempts} attempts each, {mode} mode")
         for task in tasks:
             yield from (self._chat(ctx, prompt, task) if mode == "chat"

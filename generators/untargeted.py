@@ -32,9 +32,7 @@ class UntargetedGenerator:
         return c.prompt_hashes(CHAT, COMPLETION)
 
     def generate(self, ctx: GenerationContext):
-        mode = c.resolve_mode(self.opts, ctx.model)
-        prompt = c.load_prompt(CHAT if mode == "chat" else COMPLETION)
-        tasks = self.opts.select(ctx.tasks)
+        mode, prompt, tasks = c.start(self.opts, ctx, CHAT, COMPLETION)
         ctx.log(f"{len(tasks)} tasks, one request each, {mode} mode")
         written: dict[tuple[str, str], list[str]] = {}  # (path, function source) -> tests
         for task in tasks:
