@@ -245,6 +245,11 @@ class Tracer:
     def __init__(self, cfg):
         self.cfg = cfg
         self.prefixes = tuple(cfg["import_names"])
+        # Target code is the code killbench mutates. Import prefixes alone are not enough:
+        # tests shipped inside the package (toolz.tests, glom.test) share the prefix, and a
+        # test function taken for a target call hides every call it makes.
+        self.modules = frozenset(cfg.get("modules") or ())
+        self.test_modules = set()
         self.task_keys = {tuple(k) for k in cfg["tasks"]}
         self.out = open(cfg["out"], "w", encoding="utf-8")
         self.families = 0
@@ -264,6 +269,9 @@ class Tracer:
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
         self.reset(item.nodeid)
+        module = getattr(getattr(item, "module", None), "__name__", None)
+        if module:
+            self.test_modules.add(module)
         sys.setprofile(self.profile)
         try:
             yield
@@ -291,7 +299,11 @@ class Tracer:
 
     # -- classification
     def is_target(self, module):
-        return bool(module) and any(module == p or module.startswith(p + ".") for p in self.prefixes)
+        if not module or module in self.test_modules:
+            return False
+        if self.modules:
+            return module in self.modules
+        return any(module == p or module.startswith(p + ".") for p in self.prefixes)
 
     def task_key(self, frame):
         code = frame.f_code

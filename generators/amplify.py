@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from killbench.errors import HarnessError
-from killbench.generation import CandidateTest, Task
+from killbench.generation import CandidateTest, Task, module_name
 
 from ._amplify_plugin import SYNTAX, SYNTAX_IMPORTS, NotLiteral, literal_source
 
@@ -881,6 +881,7 @@ class AmplifyGenerator:
         cfg_path = sb.root / "amplify-trace.json"
         out = sb.root / "amplify-trace.jsonl"
         cfg = {"mode": "trace", "out": str(out), "import_names": list(target.import_names),
+               "modules": sorted(module_name(sf.module_path) for sf in target.sources),
                "tasks": sorted({(t.module, t.function) for t in tasks})}
         cfg_path.write_text(json.dumps(cfg))
         start = time.monotonic()

@@ -166,3 +166,15 @@ def test_amplify_kills_the_boundary_survivor_deterministically(fixture_target, u
     assert files2 == files
     assert {(e["task"], e["candidate"], e["kept"]) for e in gate2} == \
         {(e["task"], e["candidate"], e["kept"]) for e in gate}
+
+
+@pytest.mark.slow
+def test_tests_inside_the_package_are_not_taken_for_target_code(fixture_target, use_cache, tmp_path, caplog):
+    # insider ships its tests as insider.tests: the test function shares the package prefix,
+    # but its calls into insider.half are what must be recorded and searched
+    summary, gate, files = _run(fixture_target("tests_inside_package"), tmp_path / "run", caplog)
+    assert summary["tasks"] == 1 and summary["outcomes"] == {"emitted (search)": 1}, summary
+    assert len(gate) == 1 and gate[0]["kept"], gate
+    src = next(iter(files.values()))
+    assert "from insider import half" in src and "insider.tests" not in src
+    assert set(classify_file(src).values()) == {"value"}
