@@ -44,11 +44,57 @@ def _jobs_option(f):
                         help="Parallel workers (default: the number of cores).")(f)
 
 
+def _scheduler_option(f):
+    return click.option(
+        "--scheduler", default=None, metavar="ADDRESS",
+        help="Run each target as one task on a Dask cluster: `local` (a cluster of --jobs "
+             "workers on this machine) or a scheduler's tcp://host:port (docs/distributed.md).")(f)
+
+
+def _per_task_jobs(scheduler: str | None, jobs: int | None) -> int | None:
+    """Sandboxes per target: --jobs here; with `local`, the cores shared among its --jobs
+    workers; on a remote cluster, --jobs if given, else None (each worker's own share)."""
+    from .harness import default_jobs
+
+    if not scheduler:
+        return jobs or default_jobs()
+    if scheduler == "local":
+        return max(1, default_jobs() // (jobs or 1))
+    return jobs
+
+
+def _run_each(tasks: dict, on_result, scheduler: str | None, n_workers: int) -> None:
+    """The local path and the Dask path run the same tasks into the same on_result."""
+    if scheduler:
+        from .distributed import run_tasks
+
+        run_tasks(scheduler, tasks, on_result, n_workers)
+        return
+    for name, (fn, kwargs) in tasks.items():
+        try:
+            value = fn(**kwargs)
+        except KillbenchError as exc:
+            on_result(name, None, exc)
+            continue
+        on_result(name, value, None)
+
+
+def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True) -> dict:
+    """One target's `mutate` as plain data (what a Dask worker sends back)."""
+    from .harness import mutate_target
+    from .summary import render, to_json
+
+    run = mutate_target(spec, jobs=jobs, operators=operators, fresh=fresh, settings=settings,
+                        show_progress=show_progress)
+    return {"name": run.target.name, "text": render(run), "json": to_json(run)}
+
+
 @main.command()
-@click.argument("target")
+@click.argument("targets", nargs=-1, required=True)
 @_jobs_option
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write every mutant as a record to this file.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path),
+              help="Write every mutant as a record to this file (with several targets: this "
+                   "directory, one NAME.json each).")
 @click.option("--fresh", is_flag=True, help="Ignore an earlier journal and baseline (kept aside).")
 @click.option("--operators", default=None,
               help="Comma-separated operator names (default: the default set).")
@@ -56,27 +102,54 @@ def _jobs_option(f):
               help="A run's deadline is this times its baseline time, plus the floor.")
 @click.option("--timeout-floor", type=click.FloatRange(min=0.5), default=10.0, show_default=True,
               help="Seconds added to every deadline.")
-def mutate(target: str, jobs, json_path, fresh, operators, timeout_factor, timeout_floor) -> None:
-    """Run TARGET's own suite against every mutant (a pin name or a project directory)."""
+@_scheduler_option
+def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_floor,
+           scheduler) -> None:
+    """Run each TARGET's own suite against every mutant (pin names or project directories)."""
     from .config import resolve
-    from .harness import mutate_target
-    from .summary import render, to_json
-
+    from .errors import UserError
     from .mutate import OPERATORS
     from .runner import RunSettings
 
-    spec = resolve(target)
     ops = [o.strip() for o in operators.split(",")] if operators else None
     unknown = sorted(set(ops or ()) - set(OPERATORS))
     if unknown:
         raise click.BadParameter(f"unknown operators {unknown}; known: {', '.join(OPERATORS)}",
                                  param_hint="--operators")
-    run = mutate_target(spec, jobs=jobs, operators=ops, fresh=fresh,
-                        settings=RunSettings(timeout_factor, timeout_floor))
-    click.echo(render(run))
-    if json_path:
-        json_path.write_text(json.dumps(to_json(run), indent=1, sort_keys=True))
-        click.echo(f"wrote {len(run.records)} mutant records to {json_path}")
+    specs = {}
+    for t in dict.fromkeys(targets):
+        spec = resolve(t)
+        if spec.name in specs:
+            raise UserError(f"two targets are named {spec.name!r}; give each once")
+        specs[spec.name] = spec
+    several = len(specs) > 1
+    if json_path and (json_path.is_dir() if not several else json_path.is_file()):
+        raise UserError(f"--json {json_path}: give a file for one target, a directory for several")
+    settings = RunSettings(timeout_factor, timeout_floor)
+    per_task = _per_task_jobs(scheduler, jobs)
+    tasks = {name: (mutate_report, {"spec": spec, "jobs": per_task, "operators": ops,
+                                    "fresh": fresh, "settings": settings,
+                                    "show_progress": not scheduler})
+             for name, spec in specs.items()}
+    failed = []
+
+    def on_result(name, report, error):
+        if error is not None:
+            click.echo(f"killbench: error: {error}", err=True)
+            failed.append(error)
+            return
+        click.echo(report["text"])
+        if json_path:
+            path = json_path / f"{name}.json" if several else json_path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(report["json"], indent=1, sort_keys=True))
+            click.echo(f"wrote {len(report['json']['mutants'])} mutant records to {path}")
+
+    _run_each(tasks, on_result, scheduler, jobs or 1)
+    if failed:
+        if several:
+            click.echo(f"failed: {len(failed)} of {len(specs)} targets", err=True)
+        sys.exit(int(failed[0].exit_code))
 
 
 @main.command()
@@ -286,29 +359,40 @@ def manifests() -> None:
 @manifests.command("build")
 @click.argument("targets", nargs=-1)
 @_jobs_option
-def manifests_build(targets, jobs) -> None:
+@_scheduler_option
+def manifests_build(targets, jobs, scheduler) -> None:
     """Regenerate manifests from the pins (maintainers); all pins if none named."""
     from .config import list_pins, resolve
-    from .errors import KillbenchError
-    from .harness import default_jobs
     from .manifests import (build_manifest, load_build_settings, manifests_dir,
                             write_benchmark_doc, write_index, write_manifest)
 
     settings = load_build_settings()
-    names = list(targets) or [p.stem for p in list_pins()]
+    names = list(dict.fromkeys(targets)) or [p.stem for p in list_pins()]
+    per_task = _per_task_jobs(scheduler, jobs)
     failed = []
-    for name in names:
-        try:
-            manifest = build_manifest(resolve(name), settings, jobs or default_jobs())
-        except KillbenchError as exc:
-            click.echo(f"killbench: error: {exc}", err=True)
+
+    def on_result(name, manifest, error):
+        if error is not None:
+            click.echo(f"killbench: error: {error}", err=True)
             click.echo(f"killbench: {name} skipped; other targets' manifests are intact", err=True)
             failed.append(name)
-            continue
+            return
         path = write_manifest(manifest, manifests_dir())
         c = manifest["counts"]
         click.echo(f"{name}: {c['mutants']} mutants, task set {len(manifest['task_set'])}, "
                    f"held-out {manifest['held_out']['size']} -> {path}")
+
+    tasks = {}
+    for name in names:
+        try:
+            spec = resolve(name)
+        except KillbenchError as exc:
+            on_result(name, None, exc)
+            continue
+        tasks[name] = (build_manifest, {"spec": spec, "settings": settings, "jobs": per_task,
+                                        "show_progress": not scheduler})
+    if tasks:
+        _run_each(tasks, on_result, scheduler, jobs or 1)
     index = write_index()
     doc = write_benchmark_doc()
     click.echo(f"manifest digest {index['digest']} ({len(index['targets'])} targets); wrote {doc}")

@@ -1,0 +1,136 @@
+"""--scheduler: the same runs on a Dask cluster give what this machine gives, and a
+dead worker or a missing scheduler is a clear error that loses no finished result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from killbench.errors import ExitCode, HarnessError, TargetError
+
+BUILD_TOML = "seed = 3\nmax_mutants = 12\nmax_held_out_family = 5\nheldout_minimum = 5\ntimeout_floor = 4.0\n"
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "killbench.cli", *args], capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=1800)
+
+
+def _untimed(doc: dict) -> dict:
+    """A mutate JSON without its measured times (the only fields two runs may differ in)."""
+    doc = dict(doc, mutants=[{k: v for k, v in m.items() if k != "duration_s"} for m in doc["mutants"]])
+    doc.pop("wall_s")
+    return doc
+
+
+def _home(root: Path) -> Path:
+    """A KILLBENCH_HOME of its own: manifests build never writes the checkout's."""
+    (root / "manifests").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "manifests" / "build.toml").write_text(BUILD_TOML)
+    return root
+
+
+@pytest.mark.slow
+def test_mutate_on_a_local_cluster_equals_a_local_run(fixture_target, use_cache, tmp_path):
+    project = fixture_target("basic")
+    here, there = tmp_path / "here.json", tmp_path / "dask.json"
+    p = _cli("mutate", str(project), "--jobs", "1", "--json", str(here))
+    assert p.returncode == 0, p.stderr
+    # --fresh: the worker runs the baseline and every mutant again, nothing is resumed
+    p = _cli("mutate", str(project), "--fresh", "--scheduler", "local", "--json", str(there))
+    assert p.returncode == 0, p.stderr
+    a, b = json.loads(here.read_text()), json.loads(there.read_text())
+    assert [(m["id"], m["verdict"], m["killed_by"], m["reachable"]) for m in a["mutants"]] == \
+        [(m["id"], m["verdict"], m["killed_by"], m["reachable"]) for m in b["mutants"]]
+    assert a["summary"]["verdicts"]["killed"] > 0
+    assert _untimed(a) == _untimed(b)
+
+
+@pytest.mark.slow
+def test_manifest_built_on_a_local_cluster_has_the_local_bytes(fixture_target, use_cache, tmp_path):
+    project = fixture_target("basic")
+    here, there = _home(tmp_path / "here"), _home(tmp_path / "dask")
+    p = _cli("manifests", "build", str(project), "--jobs", "2", KILLBENCH_HOME=str(here))
+    assert p.returncode == 0, p.stderr
+    # the worker gets an empty cache of its own: it downloads, builds and runs everything
+    p = _cli("manifests", "build", str(project), "--scheduler", "local", KILLBENCH_HOME=str(there),
+             KILLBENCH_CACHE=str(tmp_path / "worker-cache"))
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "worker-cache" / "work").is_dir()
+    for rel in ("manifests/basic.json", "manifests/index.json", "docs/benchmark.md"):
+        assert (here / rel).read_bytes() == (there / rel).read_bytes(), rel
+
+
+def test_unreachable_scheduler_is_a_user_error_quickly(fixture_target, tmp_path):
+    project = fixture_target("basic")
+    home = _home(tmp_path / "home")
+    env = {"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "2s", "KILLBENCH_CACHE": str(tmp_path / "c"),
+           "KILLBENCH_HOME": str(home)}
+    for args in (["mutate", str(project)], ["manifests", "build", str(project)]):
+        start = time.monotonic()
+        p = _cli(*args, "--scheduler", "tcp://127.0.0.1:1", **env)
+        assert time.monotonic() - start < 30
+        assert p.returncode == ExitCode.USER_ERROR, p.stderr
+        assert "could not connect to the Dask scheduler at tcp://127.0.0.1:1" in p.stderr
+        assert "Traceback" not in p.stderr
+    assert not (home / "manifests" / "index.json").exists()
+
+
+def test_scheduler_without_workers_is_a_user_error(monkeypatch):
+    import dask
+    from distributed import LocalCluster
+
+    from killbench.distributed import run_tasks
+    from killbench.errors import UserError
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster, \
+            dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        with pytest.raises(UserError, match="has no worker"):
+            run_tasks(cluster.scheduler_address, {"x": (abs, {})}, lambda *a: None)
+
+
+def _square(x):
+    return x * x
+
+
+def _refuse():
+    raise TargetError("fixture", "refused on purpose")
+
+
+def _die():
+    time.sleep(0.5)
+    os._exit(17)
+
+
+def test_dead_worker_is_a_harness_error_and_finished_results_are_kept():
+    import dask
+
+    from killbench.distributed import run_tasks
+
+    # the local cluster's workers are spawned with this process's sys.path: they import this module
+    got = {}
+    tasks = {"ok": (_square, {"x": 3}), "refused": (_refuse, {}), "dies": (_die, {})}
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        run_tasks("local", tasks, lambda name, value, error: got.__setitem__(name, (value, error)),
+                  n_workers=2)
+    assert got["ok"] == (9, None)
+    _, refused = got["refused"]
+    assert refused.exit_code == ExitCode.TARGET_ERROR and str(refused) == "target fixture: refused on purpose"
+    _, died = got["dies"]
+    assert isinstance(died, HarnessError) and died.exit_code == ExitCode.HARNESS_ERROR
+    assert "target dies: the Dask worker running it died" in str(died)
+
+
+def test_a_worker_with_other_killbench_code_refuses_the_task():
+    from killbench.distributed import identity, run_on_worker
+
+    out = run_on_worker(_square, {"x": 2}, dict(identity(), code="0" * 16))
+    assert out["error"]["exit_code"] == ExitCode.USER_ERROR
+    assert "install the same killbench on every worker" in out["error"]["message"]
