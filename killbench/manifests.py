@@ -235,13 +235,19 @@ def digest(manifests: dict[str, dict]) -> str:
     return h.hexdigest()
 
 
+def target_digest(manifest: dict) -> str:
+    """sha256 of one target's canonical manifest: what a run's tasks come from. Unlike the
+    benchmark digest it does not move when another target is added."""
+    return hashlib.sha256(canonical_bytes(manifest)).hexdigest()
+
+
 def index_of(manifests: dict[str, dict]) -> dict:
     rows = []
     for name in sorted(manifests):
         m = manifests[name]
         c = m["counts"]
         v = c["verdicts"]
-        rows.append({"name": name, "version": m["target"]["version"],
+        rows.append({"name": name, "version": m["target"]["version"], "digest": target_digest(m),
                      "source_lines": m["target"]["source_lines"], "tests": m["baseline"]["tests"],
                      "line_coverage": [m["baseline"]["lines_hit"], m["baseline"]["lines_total"]],
                      "mutants": c["mutants"], "killed": v["killed"], "survived": v["survived"],

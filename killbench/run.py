@@ -34,7 +34,7 @@ from .errors import UserError
 from .gate import GATE_TIMEOUT, Gate, GateResult, candidate_id
 from .generation import CandidateTest, GenerationContext, Task, make_task
 from .harness import default_jobs, load_or_run_baseline, mutate_target, workdir_for
-from .manifests import current_digest, load_manifests
+from .manifests import current_digest, load_manifests, target_digest
 from .plugins import load_generator
 from .records import Mutant
 from .sandbox import Sandbox
@@ -61,7 +61,7 @@ def task_set(target: PreparedTarget, jobs: int) -> TaskSet:
         mutants = {r["id"]: Mutant(**{k: r[k] for k in names}) for r in manifest["mutants"]}
         covered = {r["id"]: r["covered_by"] for r in manifest["mutants"]}
         ids = manifest["task_set"]
-        source = f"manifest {current_digest()}"
+        source = f"manifest {target_digest(manifest)}"
     else:
         run = mutate_target(spec, jobs=jobs, target=target, show_progress=True)
         mutants = {r.mutant.id: r.mutant for r in run.records}

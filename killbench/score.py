@@ -26,7 +26,7 @@ from .config import resolve
 from .errors import UserError
 from .gate import GATE_LIMITS
 from .harness import default_jobs, load_or_run_baseline, mutate_target, workdir_for
-from .manifests import current_digest, load_manifests
+from .manifests import current_digest, load_manifests, target_digest
 from .mutate import apply
 from .records import Mutant
 from .sandbox import Sandbox
@@ -71,7 +71,7 @@ def population(spec, target, jobs: int) -> Population:
         return Population({i: Mutant(**{k: r[k] for k in names}) for i, r in recs.items()},
                           list(manifest["task_set"]), list(manifest["held_out"]["ids"]),
                           {i: r["verdict"] for i, r in recs.items()}, manifest["held_out"]["minimum"],
-                          f"manifest {current_digest()}")
+                          f"manifest {target_digest(manifest)}")
     run = mutate_target(spec, jobs=jobs, target=target, show_progress=False)
     task = sorted(r.mutant.id for r in run.records if r.outcome.verdict == "survived"
                   and r.reach.reachable and not r.mutant.unkillable)
