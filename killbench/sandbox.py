@@ -17,6 +17,7 @@ Invariants (checked by ``killbench doctor``):
 
 from __future__ import annotations
 
+import configparser
 import ctypes
 import json
 import math
@@ -147,6 +148,38 @@ def read_report(path: Path, proc: ProcessResult) -> RunReport:
     return rep
 
 
+def _write_launchers(site: Path | None, bin_dir: Path, python: Path) -> None:
+    """The wheel's console scripts, as an installer writes them: a suite that runs its own
+    command (glom's test_main runs `glom`) finds it on PATH, and it imports the sandbox's
+    copy (PYTHONPATH is inherited), so a mutant reaches it too."""
+    bin_dir.mkdir()
+    if site is None:
+        return
+    for entry_points in sorted(site.glob("*.dist-info/entry_points.txt")):
+        parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+        parser.optionxform = str  # script names are case-sensitive
+        try:
+            parser.read(entry_points, encoding="utf-8")
+        except configparser.Error:
+            continue
+        if not parser.has_section("console_scripts"):
+            continue
+        for name, ref in parser.items("console_scripts"):
+            module, _, attr = ref.partition(":")
+            attr = attr.split("[", 1)[0].strip()
+            if not name or "/" in name or not module.strip():
+                continue
+            launcher = bin_dir / name
+            launcher.write_text(
+                f"#!{python}\n"
+                "import importlib, sys\n"
+                f"entry = importlib.import_module({module.strip()!r})\n"
+                f"for part in {attr!r}.split('.') if {attr!r} else ():\n"
+                "    entry = getattr(entry, part)\n"
+                "sys.exit(entry())\n", encoding="utf-8")
+            launcher.chmod(0o755)
+
+
 class Sandbox:
     """One worker's private copy of a target."""
 
@@ -179,6 +212,8 @@ class Sandbox:
         shutil.copytree(self.target.tree, self.tree, ignore=_ignore, symlinks=True)
         if self.target.site is not None:
             shutil.copytree(self.target.site, self.site, symlinks=True)
+        _write_launchers(self.site if self.target.site is not None else None, self.root / "bin",
+                         self.target.env.python)
         (self.root / "home").mkdir()
         self._dirty.clear()
 
@@ -255,7 +290,7 @@ class Sandbox:
                                   "out": str(run_dir / "coverage.json")}
         (run_dir / "probe.json").write_text(json.dumps(config))
         env = {
-            "PATH": f"{self.target.env.root / 'bin'}:/usr/bin:/bin",
+            "PATH": f"{self.root / 'bin'}:{self.target.env.root / 'bin'}:/usr/bin:/bin",
             "HOME": str(self.root / "home"),
             "TMPDIR": str(run_dir / "tmp"),
             "LANG": "C.UTF-8",
