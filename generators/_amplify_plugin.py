@@ -694,8 +694,8 @@ def _run_step(step, ns, timeout):
         return {"k": "ok"}
     except _StepTimeout:
         return {"k": "timeout"}
-    except (Exception, AssertionError) as exc:  # noqa: B014 (explicit: asserts are outcomes too)
-        return _exception(exc)
+    except (Exception, AssertionError, SystemExit) as exc:  # noqa: B014 (asserts and a CLI's
+        return _exception(exc)                               # sys.exit are outcomes too)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 

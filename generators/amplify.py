@@ -531,6 +531,18 @@ def _value_equal(a_src: str, b_src: str) -> bool:
         return a_src == b_src
 
 
+def _same_outcome(a: dict, b: dict) -> bool:
+    if a.get("k") != b.get("k"):
+        return False
+    if a["k"] == "ok":
+        if a.get("v") is None or b.get("v") is None:
+            return a.get("v") is None and b.get("v") is None
+        return _value_equal(b["v"], a["v"])
+    if a["k"] == "raise":
+        return a["type"] == b["type"] and a["msg"] == b["msg"]
+    return True
+
+
 @dataclass
 class Finding:
     rendered: Rendered
@@ -721,21 +733,25 @@ class TaskReport:
     search_seconds: float = 0.0
     budget_hit: bool = False
     minimize_calls: int = 0
+    confirm_calls: int = 0
+    confirm_failed: int = 0
 
 
 class AmplifyGenerator:
     """Test amplification: replay and vary the calls the target's own tests make."""
 
     name = "amplify"
-    version = "1"
+    version = "2"
     needs_model = False
 
     def __init__(self, search_calls: int = 160, search_seconds: float = 30.0,
-                 step_timeout: float = 2.0, max_programs: int = 12, **_ignored):
+                 step_timeout: float = 2.0, max_programs: int = 12, confirm_tries: int = 3,
+                 **_ignored):
         self.search_calls = int(search_calls)
         self.search_seconds = float(search_seconds)
         self.step_timeout = float(step_timeout)
         self.max_programs = int(max_programs)
+        self.confirm_tries = int(confirm_tries)
         self.last_summary: dict | None = None
 
     # -- plumbing
@@ -867,6 +883,8 @@ class AmplifyGenerator:
                 totals["search_calls"] += rep.search_calls
                 totals["search_seconds"] += rep.search_seconds
                 totals["replay_seconds"] += rep.replay_seconds
+                totals["confirm_calls"] += rep.confirm_calls
+                totals["confirm_failed"] += rep.confirm_failed
                 if cand is not None:
                     yield cand
         finally:
@@ -941,17 +959,25 @@ class AmplifyGenerator:
                     found.append(write_test(f, constants))
             return found
 
-        findings = collect(usable)
-        origin = "recorded"
-        if not findings:
-            findings = collect(searched)
-            origin = "search"
-        if not findings:
+        # The batch ran many programs in one process: a program that changed global state
+        # (humanize's i18n.activate('fi')) changes what later ones return. A finding is used
+        # only if it holds alone in a fresh process, on clean code and on the mutant.
+        best, origin, findings = None, "recorded", []
+        for origin, programs in (("recorded", usable), ("search", searched)):
+            findings = collect(programs)
+            findings.sort(key=lambda f: (CLASS_RANK[f.cls], f.stmts, f.body_chars, f.order))
+            for f in findings[: self.confirm_tries]:
+                if f.stmts > 2:
+                    f = self._minimize(sb, lib, task, mutated, f, constants, rep)
+                if self._holds_alone(sb, lib, task, mutated, f, clean, rep):
+                    best = f
+                    break
+            if best is not None:
+                break
+        if best is None:
+            if rep.confirm_failed:
+                rep.outcome = "no difference held alone in a fresh process"
             return None
-        findings.sort(key=lambda f: (CLASS_RANK[f.cls], f.stmts, f.body_chars, f.order))
-        best = findings[0]
-        if best.stmts > 2:
-            best = self._minimize(sb, lib, task, mutated, best, constants, rep)
         rep.outcome = f"emitted ({origin})"
         meta = {"amplify": {"origin": origin, "assertion": best.cls,
                             "test": best.name, "edits": _edits_repr(best.rendered.program.edits),
@@ -959,9 +985,33 @@ class AmplifyGenerator:
                             "search_seconds": rep.search_seconds,
                             "replay_seconds": round(rep.replay_seconds, 3),
                             "minimize_calls": rep.minimize_calls,
+                            "confirm_calls": rep.confirm_calls, "confirm_failed": rep.confirm_failed,
                             "budget_hit": rep.budget_hit, "findings": len(findings)},
                 "tokens": 0}
         return CandidateTest(best.source, task=task.id, meta=meta)
+
+    def _holds_alone(self, sb, lib, task: Task, mutated: str, f: Finding, batch_clean: dict,
+                     rep: TaskReport) -> bool:
+        """The finding's program alone: same clean outcomes as in the batch (what the test
+        asserts), and still different on the mutant. Two short runs."""
+        r = f.rendered
+        clean, w1 = self._replay(sb, lib, [r], seconds=self.search_seconds)
+        sb.write(task.path, mutated.encode("utf-8"))
+        try:
+            mutant, w2 = self._replay(sb, lib, [r], seconds=self.search_seconds, seeds=(1,))
+        finally:
+            sb.restore()
+        rep.replay_seconds += w1 + w2
+        rep.confirm_calls += 2
+        alone, on_mutant = clean.get(r.pid), mutant.get(r.pid)
+        held = False
+        if alone is not None and on_mutant is not None and f.index < len(alone):
+            again = first_difference(r, alone, on_mutant)
+            held = (again is not None and again.index == f.index
+                    and _same_outcome(alone[f.index], f.clean))  # what the test asserts
+        if not held:
+            rep.confirm_failed += 1
+        return held
 
     def _minimize(self, sb, lib, task: Task, mutated: str, best: Finding, constants,
                   rep: TaskReport) -> Finding:
@@ -1060,6 +1110,7 @@ class AmplifyGenerator:
             "calls_recorded": sum(r.calls_recorded for r in reports.values()),
             "calls_skipped": dict(sorted(skipped_calls.items())),
             "search_calls": totals["search_calls"],
+            "confirm_calls": totals["confirm_calls"], "confirm_failed": totals["confirm_failed"],
             "search_programs": totals["search_programs"],
             "search_seconds": round(totals["search_seconds"], 3),
             "replay_seconds": round(totals["replay_seconds"] + totals["clean_replay_seconds"], 3),

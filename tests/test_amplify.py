@@ -178,3 +178,15 @@ def test_tests_inside_the_package_are_not_taken_for_target_code(fixture_target, 
     src = next(iter(files.values()))
     assert "from insider import half" in src and "insider.tests" not in src
     assert set(classify_file(src).values()) == {"value"}
+
+
+def test_a_cli_exit_is_an_outcome_and_outcomes_compare_like_the_assert():
+    from generators import _amplify_plugin as P
+    import signal
+    signal.signal(signal.SIGALRM, P._on_alarm)
+    out = P._run_step({"expr": "__import__('sys').exit(2)"}, {}, 2.0)
+    assert out["k"] == "raise" and out["type"] == ["builtins", "SystemExit"]
+    assert A._same_outcome({"k": "ok", "v": "1"}, {"k": "ok", "v": "1.0"})  # 1 == 1.0
+    assert not A._same_outcome({"k": "ok", "v": "'a second'"}, {"k": "ok", "v": "'sekunti'"})
+    assert not A._same_outcome({"k": "raise", "type": ["builtins", "ValueError"], "msg": "x"},
+                               {"k": "raise", "type": ["builtins", "ValueError"], "msg": "y"})
