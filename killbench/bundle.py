@@ -18,12 +18,14 @@ import platform
 import sys
 import tarfile
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 from . import __version__
 from .config import resolve
 from .errors import UserError
 from .gate import Gate, candidate_id
+from .workspace import exclusive
 from .harness import default_jobs, load_or_run_baseline, workdir_for
 from .manifests import current_digest
 from .records import Mutant
@@ -100,7 +102,7 @@ def verify(archive: Path, jobs: int | None = None, gate_timeout: float | None = 
     """Differences between the bundle's claims and a from-scratch re-gate and re-score."""
     jobs = jobs or default_jobs()
     problems: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="killbench-verify-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="killbench-verify-") as tmp, ExitStack() as held:
         root = _unpack(archive, Path(tmp))
         sums = {}
         for line in (root / "SHA256SUMS").read_text().splitlines():
@@ -125,6 +127,7 @@ def verify(archive: Path, jobs: int | None = None, gate_timeout: float | None = 
             spec = resolve(tconf.get("ref", name))
             target = prepare(spec)
             workdir = workdir_for(target)
+            held.enter_context(exclusive(workdir, spec.name))  # released when verify ends
             baseline = load_or_run_baseline(target, workdir)
             tasks = {t["id"]: t for t in json.loads((root / "tasks" / f"{name}.json").read_text())}
             mutants = _task_mutants(target, tasks)

@@ -84,8 +84,14 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True) ->
     from .harness import mutate_target
     from .summary import render, to_json
 
-    run = mutate_target(spec, jobs=jobs, operators=operators, fresh=fresh, settings=settings,
-                        show_progress=show_progress)
+    from .harness import workdir_for
+    from .targets import prepare
+    from .workspace import exclusive
+
+    target = prepare(spec)
+    with exclusive(workdir_for(target), spec.name):
+        run = mutate_target(spec, jobs=jobs, operators=operators, fresh=fresh, settings=settings,
+                            show_progress=show_progress, target=target)
     return {"name": run.target.name, "text": render(run), "json": to_json(run)}
 
 

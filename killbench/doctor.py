@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .workspace import exclusive
 from .harness import (decided_without_run, enumerate_target, load_or_run_baseline, reach_all,
                       run_mutants, summarize, workdir_for)
 from .mutate import Candidate, default_operators
@@ -82,6 +83,11 @@ def fn_name(text: bytes, line: int) -> str | None:
 def run_doctor(spec, jobs: int = 2, sample: int = 8, seed: int = 0,
                settings: RunSettings = RunSettings()) -> tuple[list[Check], PreparedTarget]:
     target = prepare(spec)
+    with exclusive(workdir_for(target), spec.name):
+        return _run_doctor(spec, target, jobs, sample, seed, settings)
+
+
+def _run_doctor(spec, target, jobs, sample, seed, settings) -> tuple[list[Check], PreparedTarget]:
     workdir = workdir_for(target)
     workdir.mkdir(parents=True, exist_ok=True)
     baseline = load_or_run_baseline(target, workdir)

@@ -30,6 +30,7 @@ import tomli
 from . import __version__
 from .config import TargetSpec
 from .errors import KillbenchError, UserError
+from .workspace import exclusive
 from .harness import (enumerate_target, load_or_run_baseline, reach_all, run_candidates,
                       summarize, workdir_for)
 from .journal import Journal
@@ -104,6 +105,12 @@ def build_manifest(spec: TargetSpec, settings: BuildSettings, jobs: int,
                    show_progress: bool = True) -> dict:
     """Run the pre-registered build for one target; returns the manifest (a plain dict)."""
     target = prepare(spec)
+    with exclusive(workdir_for(target), spec.name):
+        return _build_manifest(spec, target, settings, jobs, show_progress)
+
+
+def _build_manifest(spec: TargetSpec, target, settings: BuildSettings, jobs: int,
+                    show_progress: bool) -> dict:
     workdir = workdir_for(target)
     workdir.mkdir(parents=True, exist_ok=True)
     baseline = load_or_run_baseline(target, workdir)

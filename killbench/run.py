@@ -34,6 +34,7 @@ from .errors import UserError
 from .gate import GATE_TIMEOUT, Gate, GateResult, candidate_id
 from .generation import CandidateTest, GenerationContext, Task, make_task
 from .harness import default_jobs, load_or_run_baseline, mutate_target, workdir_for
+from .workspace import exclusive
 from .manifests import current_digest, load_manifests, target_digest
 from .plugins import load_generator
 from .records import Mutant
@@ -174,78 +175,79 @@ def run_generator(generator_ref: str, target_names: list[str], *, model: str | N
         spec = resolve(name)
         started = time.monotonic()
         target = prepare(spec)
-        ts = task_set(target, jobs)
-        workdir = workdir_for(target)
-        baseline = load_or_run_baseline(target, workdir)
-        config["targets"][spec.name] = {"ref": name, "version": spec.version,
-                                        "fingerprint": target.fingerprint,
-                                        "task_source": ts.source, "tasks": len(ts.tasks)}
-        rd.write_json("config.json", config)
-        rd.write_json(f"tasks/{spec.name}.json", [t.to_dict() for t in ts.tasks])
-        t_budget = Budget(budget) if needs_model else None
-        client = open_model(model, cache_dir=None, transcript=transcript, budget=t_budget,
-                            base_url=base_url, no_cache=no_cache) if needs_model else None
-        sandboxes = [Sandbox(target, workdir / "sandboxes" / f"gate{i}") for i in range(jobs)]
-        gate = Gate(sandboxes, baseline, timeout=gate_timeout)
-        cache: dict[tuple, GateResult] = {}
-        cache_lock = threading.Lock()
-        generator_calls = Counter()
+        with exclusive(workdir_for(target), spec.name):
+            ts = task_set(target, jobs)
+            workdir = workdir_for(target)
+            baseline = load_or_run_baseline(target, workdir)
+            config["targets"][spec.name] = {"ref": name, "version": spec.version,
+                                            "fingerprint": target.fingerprint,
+                                            "task_source": ts.source, "tasks": len(ts.tasks)}
+            rd.write_json("config.json", config)
+            rd.write_json(f"tasks/{spec.name}.json", [t.to_dict() for t in ts.tasks])
+            t_budget = Budget(budget) if needs_model else None
+            client = open_model(model, cache_dir=None, transcript=transcript, budget=t_budget,
+                                base_url=base_url, no_cache=no_cache) if needs_model else None
+            sandboxes = [Sandbox(target, workdir / "sandboxes" / f"gate{i}") for i in range(jobs)]
+            gate = Gate(sandboxes, baseline, timeout=gate_timeout)
+            cache: dict[tuple, GateResult] = {}
+            cache_lock = threading.Lock()
+            generator_calls = Counter()
 
-        def gated(source: str, task_id: str | None, by_generator: bool) -> GateResult:
-            key = (candidate_id(source), task_id)
-            with cache_lock:
-                hit = cache.get(key)
-                if by_generator:
-                    generator_calls["gate"] += 1
-            if hit is not None:
-                return hit
-            res = gate.check(source, ts.mutants[task_id] if task_id else None)
-            with cache_lock:
-                cache[key] = res
-            return res
-
-        ctx = GenerationContext(
-            target=spec.name,
-            sources={sf.path: (target.tree / sf.path).read_text(encoding="utf-8") for sf in target.sources},
-            modules={sf.path: sf.module_path for sf in target.sources},
-            test_files=_test_files(target), tasks=ts.tasks, model=client, budget=t_budget,
-            gate=lambda src, task=None: gated(src, task, True), seed=seed, options=options or {},
-            read_test=_read_test_factory(target), log=rd.generator_log(spec.name, generator.name),
-            prepared=target, baseline=baseline)
-        counts = Counter()
-        stopped = None
-        with ThreadPoolExecutor(max_workers=jobs) as ex:
-            futures = []
-
-            def final(cand: CandidateTest):
-                cid = rd.save_candidate(cand.source)
-                res = gated(cand.source, cand.task, False)
-                rd.log_gate({"target": spec.name, "candidate": cid, "task": cand.task,
-                             "attempt": cand.attempt, "meta": cand.meta, **res.to_dict()})
+            def gated(source: str, task_id: str | None, by_generator: bool) -> GateResult:
+                key = (candidate_id(source), task_id)
+                with cache_lock:
+                    hit = cache.get(key)
+                    if by_generator:
+                        generator_calls["gate"] += 1
+                if hit is not None:
+                    return hit
+                res = gate.check(source, ts.mutants[task_id] if task_id else None)
+                with cache_lock:
+                    cache[key] = res
                 return res
 
-            try:
-                for cand in generator.generate(ctx):
-                    if cand.task is not None and cand.task not in ts.mutants:
-                        raise UserError(f"generator {generator.name!r} attributed a test to unknown "
-                                        f"task {cand.task!r}")
-                    futures.append(ex.submit(final, cand))
-            except BudgetExhausted as exc:
-                stopped = f"budget exhausted: {exc}"
-            except (KeyboardInterrupt, UserError):
-                raise
-            except Exception as exc:  # noqa: BLE001 - a generator's or model's failure ends
-                # this target's generation; every test already written is still gated and kept
-                stopped = f"generation stopped: {type(exc).__name__}: {exc}"
-                log.error("%s: %s", spec.name, stopped)
-            for f in futures:
-                res = f.result()
-                counts["attempts"] += 1
-                counts["kept" if res.kept else f"rejected:{res.reason}"] += 1
-        summary[spec.name] = {
-            "tasks": len(ts.tasks), **dict(sorted(counts.items())),
-            "generator_gate_calls": generator_calls["gate"],
-            "budget": t_budget.as_dict() if t_budget is not None else None,
-            "stopped": stopped, "wall_s": round(time.monotonic() - started, 3)}
-        rd.write_json("summary.json", summary)
+            ctx = GenerationContext(
+                target=spec.name,
+                sources={sf.path: (target.tree / sf.path).read_text(encoding="utf-8") for sf in target.sources},
+                modules={sf.path: sf.module_path for sf in target.sources},
+                test_files=_test_files(target), tasks=ts.tasks, model=client, budget=t_budget,
+                gate=lambda src, task=None: gated(src, task, True), seed=seed, options=options or {},
+                read_test=_read_test_factory(target), log=rd.generator_log(spec.name, generator.name),
+                prepared=target, baseline=baseline)
+            counts = Counter()
+            stopped = None
+            with ThreadPoolExecutor(max_workers=jobs) as ex:
+                futures = []
+
+                def final(cand: CandidateTest):
+                    cid = rd.save_candidate(cand.source)
+                    res = gated(cand.source, cand.task, False)
+                    rd.log_gate({"target": spec.name, "candidate": cid, "task": cand.task,
+                                 "attempt": cand.attempt, "meta": cand.meta, **res.to_dict()})
+                    return res
+
+                try:
+                    for cand in generator.generate(ctx):
+                        if cand.task is not None and cand.task not in ts.mutants:
+                            raise UserError(f"generator {generator.name!r} attributed a test to unknown "
+                                            f"task {cand.task!r}")
+                        futures.append(ex.submit(final, cand))
+                except BudgetExhausted as exc:
+                    stopped = f"budget exhausted: {exc}"
+                except (KeyboardInterrupt, UserError):
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a generator's or model's failure ends
+                    # this target's generation; every test already written is still gated and kept
+                    stopped = f"generation stopped: {type(exc).__name__}: {exc}"
+                    log.error("%s: %s", spec.name, stopped)
+                for f in futures:
+                    res = f.result()
+                    counts["attempts"] += 1
+                    counts["kept" if res.kept else f"rejected:{res.reason}"] += 1
+            summary[spec.name] = {
+                "tasks": len(ts.tasks), **dict(sorted(counts.items())),
+                "generator_gate_calls": generator_calls["gate"],
+                "budget": t_budget.as_dict() if t_budget is not None else None,
+                "stopped": stopped, "wall_s": round(time.monotonic() - started, 3)}
+            rd.write_json("summary.json", summary)
     return run_path

@@ -26,6 +26,7 @@ from .config import resolve
 from .errors import UserError
 from .gate import GATE_LIMITS
 from .harness import default_jobs, load_or_run_baseline, mutate_target, workdir_for
+from .workspace import exclusive
 from .manifests import current_digest, load_manifests, target_digest
 from .mutate import apply
 from .records import Mutant
@@ -193,6 +194,11 @@ def _strongest(classes: dict[str, str]) -> str:
 def score_target(name: str, ref: str, gate_entries: list[dict], run_dir: Path, jobs: int) -> dict:
     spec = resolve(ref)
     target = prepare(spec)
+    with exclusive(workdir_for(target), spec.name):
+        return _score_target(name, spec, target, gate_entries, run_dir, jobs)
+
+
+def _score_target(name: str, spec, target, gate_entries: list[dict], run_dir: Path, jobs: int) -> dict:
     workdir = workdir_for(target)
     baseline = load_or_run_baseline(target, workdir)
     pop = population(spec, target, jobs)
