@@ -767,7 +767,7 @@ class AmplifyGenerator:
                "programs": [p.replay_form() for p in programs]}
         (work / "config.json").write_text(json.dumps(cfg))
         start = time.monotonic()
-        report, _ = sb.run_pytest(["-p", "_amplify_plugin", "--amplify-config", str(work / "config.json")],
+        report, _ = sb.run_pytest(["-p", "_amplify_plugin", f"--amplify-config={work / 'config.json'}"],
                                   select=None, exclude=[], timeout=seconds * 2 + 60,
                                   extra_paths=[str(lib)])
         wall = time.monotonic() - start
@@ -903,7 +903,7 @@ class AmplifyGenerator:
                "tasks": sorted({(t.module, t.function) for t in tasks})}
         cfg_path.write_text(json.dumps(cfg))
         start = time.monotonic()
-        report, _ = sb.run_pytest(["-p", "_amplify_plugin", "--amplify-config", str(cfg_path),
+        report, _ = sb.run_pytest(["-p", "_amplify_plugin", f"--amplify-config={cfg_path}",
                                    *target.spec.tests],
                                   select=selected, exclude=baseline.excluded,
                                   timeout=baseline.timeout_for(selected, 10.0, 120.0),

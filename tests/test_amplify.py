@@ -190,3 +190,14 @@ def test_a_cli_exit_is_an_outcome_and_outcomes_compare_like_the_assert():
     assert not A._same_outcome({"k": "ok", "v": "'a second'"}, {"k": "ok", "v": "'sekunti'"})
     assert not A._same_outcome({"k": "raise", "type": ["builtins", "ValueError"], "msg": "x"},
                                {"k": "raise", "type": ["builtins", "ValueError"], "msg": "y"})
+
+
+@pytest.mark.slow
+def test_amplify_runs_pytest_with_the_projects_ini_options(fixture_target, use_cache, tmp_path, caplog):
+    # a path given as a separate argument (--amplify-config PATH) moved pytest's ini
+    # discovery out of the project: tests/broken was collected and the trace recorded nothing
+    summary, gate, files = _run(fixture_target("ini_options"), tmp_path / "run", caplog)
+    assert summary["calls_recorded"] > 0, summary
+    # the boundary survivors (>= 18 flipped, 18 moved) need is_adult(18) or (17): the search
+    assert summary["tasks"] == 2 and summary["outcomes"] == {"emitted (search)": 2}, summary
+    assert len(gate) == 2 and all(e["kept"] for e in gate)
