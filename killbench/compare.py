@@ -36,10 +36,13 @@ def kill_vectors(scores: list[dict]) -> tuple[list[str], list[str], list[list[bo
     if not common:
         raise UserError("the runs share no target: nothing to compare")
     ids, clusters, vectors = [], [], [[] for _ in scores]
-    digests = {s.get("manifest_digest") for s in scores}
-    if len(digests) > 1:
-        raise UserError(f"the runs were scored against different benchmarks (digests {sorted(map(str, digests))})")
     for name in common:
+        # each target's own manifest decides its task set: runs scored while other targets
+        # were added to the benchmark still compare on this one
+        sources = {s["targets"][name].get("population_source") for s in scores}
+        if len(sources) > 1:
+            raise UserError(f"{name}: the runs were scored against different task sets "
+                            f"({sorted(map(str, sources))})")
         task_n = {s["targets"][name]["kills"]["n"] for s in scores}
         if len(task_n) > 1:
             raise UserError(f"{name}: the runs have task sets of different sizes {sorted(task_n)}")

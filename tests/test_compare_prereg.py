@@ -11,11 +11,12 @@ from killbench.errors import UserError
 from killbench.preregister import judge, predictions, preregister
 
 
-def _score(path, kills: dict[str, list[str]], n: dict[str, int], name="g"):
+def _score(path, kills: dict[str, list[str]], n: dict[str, int], name="g", source="manifest t1", digest="d"):
     path.mkdir()
-    targets = {t: {"kills": {"k": len(ids), "n": n[t]}, "killed_task_ids": ids} for t, ids in kills.items()}
+    targets = {t: {"kills": {"k": len(ids), "n": n[t]}, "killed_task_ids": ids, "population_source": source}
+               for t, ids in kills.items()}
     (path / "score.json").write_text(json.dumps({
-        "manifest_digest": "d", "run": {"generator": {"name": name}, "model": None}, "targets": targets}))
+        "manifest_digest": digest, "run": {"generator": {"name": name}, "model": None}, "targets": targets}))
     return path
 
 
@@ -36,6 +37,16 @@ def test_compare_refuses_different_task_sets(tmp_path):
     b = _score(tmp_path / "b", {"t": ["m0"]}, {"t": 41})
     with pytest.raises(UserError, match="different sizes"):
         compare_runs([a, b])
+
+
+def test_compare_checks_each_targets_own_manifest(tmp_path):
+    # the benchmark grew between the two scorings (other digest), this target's manifest did not
+    a = _score(tmp_path / "a", {"t": ["m0"]}, {"t": 40}, "A", digest="before")
+    b = _score(tmp_path / "b", {"t": ["m1"]}, {"t": 40}, "B", digest="after")
+    assert compare_runs([a, b], resamples=200)["mutants"] == 40
+    c = _score(tmp_path / "c", {"t": ["m0"]}, {"t": 40}, "C", source="manifest t2")
+    with pytest.raises(UserError, match="different task sets"):
+        compare_runs([a, c])
 
 
 def test_preregistration(tmp_path):
