@@ -167,9 +167,12 @@ def _task_mutants(target, tasks: dict) -> dict[str, Mutant]:
     wanted = set(tasks)
     for sf in target.sources:
         text = (target.tree / sf.path).read_text(encoding="utf-8")
-        for c in enumerate_file(sf.path, text, default_operators() + held_out_operators()):
-            if c.mutant.id in wanted:
-                out[c.mutant.id] = c.mutant
+        # enumerated per operator set, as the manifest build does: one list of both would
+        # merge an edit two operators make alike (a default `False` -> `True`) into one id
+        for operators in (default_operators(), held_out_operators()):
+            for c in enumerate_file(sf.path, text, operators):
+                if c.mutant.id in wanted:
+                    out[c.mutant.id] = c.mutant
     missing = wanted - set(out)
     if missing:
         raise UserError(f"{target.name}: {len(missing)} tasks of the bundle are not mutants of this "

@@ -75,3 +75,19 @@ def test_bundle_verify_and_tamper(fixture_target, use_cache, tmp_path):
     text = "\n".join(problems)
     assert "basic.kills: bundle says (5, 8), re-scored (1, 8)" in text
     assert "the test was edited" in text
+
+
+def test_verify_finds_every_task_where_two_operators_make_the_same_edit(tmp_path):
+    # `flag=False` -> `True` is made by bool-constant (task set) and by default-argument
+    # (held-out family): verify must rebuild both ids, as the manifest build enumerates them
+    from types import SimpleNamespace
+
+    from killbench.bundle import _task_mutants
+    from killbench.mutate import default_operators, enumerate_file, held_out_operators
+
+    src = "def f(flag=False):\n    return flag\n"
+    (tmp_path / "m.py").write_text(src)
+    ids = {c.mutant.id for ops in (default_operators(), held_out_operators())
+           for c in enumerate_file("m.py", src, ops)}
+    target = SimpleNamespace(name="t", tree=tmp_path, sources=[SimpleNamespace(path="m.py")])
+    assert set(_task_mutants(target, {i: {} for i in ids})) == ids
