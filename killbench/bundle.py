@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import platform
 import sys
 import tarfile
@@ -36,6 +37,8 @@ from .targets import prepare
 MEMBERS = ("config.json", "summary.json", "gate.jsonl", "transcript.jsonl", "predictions.jsonl",
            "generator.log", "score.json")
 DIRS = ("candidates", "tasks")
+
+log = logging.getLogger("killbench")
 
 
 def _sha(data: bytes) -> str:
@@ -153,9 +156,17 @@ def verify(archive: Path, jobs: int | None = None, gate_timeout: float | None = 
         for key in sorted(set(a) | set(b)):
             if a.get(key) != b.get(key):
                 problems.append(f"{key}: bundle says {a.get(key)}, re-scored {b.get(key)}")
+        # what decides a target's numbers is its own manifest; the benchmark's digest also
+        # moves when another target is added, which is reported but changes no number here
+        for name in sorted(set(claimed.get("targets", {})) | set(fresh.get("targets", {}))):
+            a_src = claimed.get("targets", {}).get(name, {}).get("population_source")
+            b_src = fresh.get("targets", {}).get(name, {}).get("population_source")
+            if a_src != b_src:
+                problems.append(f"{name}: scored against {a_src}, here {b_src}")
         if claimed.get("manifest_digest") != fresh.get("manifest_digest"):
-            problems.append(f"manifest digest: bundle {claimed.get('manifest_digest')}, here "
-                            f"{fresh.get('manifest_digest')}")
+            log.warning("the bundle was scored with benchmark digest %s, this checkout has %s; "
+                        "every target's own manifest is compared above",
+                        claimed.get("manifest_digest"), fresh.get("manifest_digest"))
     return problems, fresh
 
 
