@@ -81,10 +81,8 @@ def _run_each(tasks: dict, on_result, scheduler: str | None, n_workers: int) -> 
 
 def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True) -> dict:
     """One target's `mutate` as plain data (what a Dask worker sends back)."""
-    from .harness import mutate_target
+    from .harness import mutate_target, workdir_for
     from .summary import render, to_json
-
-    from .harness import workdir_for
     from .targets import prepare
     from .workspace import exclusive
 
