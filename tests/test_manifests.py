@@ -8,7 +8,7 @@ import pytest
 
 from killbench.config import load_local
 from killbench.manifests import (BuildSettings, build_manifest, canonical_bytes, digest,
-                                 index_of, render_benchmark_md)
+                                 index_of, render_benchmark_md, survivor_places)
 
 SMALL = BuildSettings(seed=3, max_mutants=12, max_held_out_family=5, heldout_minimum=5,
                       timeout_floor=4.0)
@@ -64,3 +64,20 @@ def test_changing_a_pin_changes_the_digest(built):
     index = index_of({"basic": m})
     assert index["digest"] == before
     assert before in render_benchmark_md(index, {"basic": m})
+
+
+def test_survivor_places_split_every_sampled_survivor_once():
+    def rec(role, verdict, reachable, covered_by, unkillable=None):
+        return {"role": role, "verdict": verdict, "reachable": reachable,
+                "covered_by": covered_by, "unkillable": unkillable}
+    m = {"mutants": [
+        rec("sample", "survived", True, ["t::a"]),
+        rec("sample", "survived", True, []),           # reached only by the import
+        rec("sample", "survived", True, []),
+        rec("sample", "survived", False, []),
+        rec("sample", "survived", True, [], "identical bytecode"),
+        rec("sample", "killed", True, ["t::a"]),       # not a survivor
+        rec("held-out-family", "survived", True, []),  # not in the sample
+    ]}
+    c = survivor_places(m)
+    assert dict(c) == {"run by a test": 1, "import only": 2, "unreached": 1, "unkillable": 1}
