@@ -49,6 +49,8 @@ class Population:
     baseline_verdict: dict[str, str]
     minimum: int | None  # pre-registered held-out minimum (None: not pre-registered)
     source: str
+    # task-set mutants on lines only an import runs: a kill there checks a module-level value
+    import_only: frozenset = frozenset()
 
 
 def load_run(run_dir: Path) -> tuple[dict, dict, list[dict]]:
@@ -72,7 +74,8 @@ def population(spec, target, jobs: int) -> Population:
         return Population({i: Mutant(**{k: r[k] for k in names}) for i, r in recs.items()},
                           list(manifest["task_set"]), list(manifest["held_out"]["ids"]),
                           {i: r["verdict"] for i, r in recs.items()}, manifest["held_out"]["minimum"],
-                          f"manifest {target_digest(manifest)}")
+                          f"manifest {target_digest(manifest)}",
+                          frozenset(i for i in manifest["task_set"] if not recs[i]["covered_by"]))
     run = mutate_target(spec, jobs=jobs, target=target, show_progress=False)
     task = sorted(r.mutant.id for r in run.records if r.outcome.verdict == "survived"
                   and r.reach.reachable and not r.mutant.unkillable)
@@ -80,7 +83,9 @@ def population(spec, target, jobs: int) -> Population:
                   and r.outcome.verdict != "invalid" and not r.mutant.unkillable)
     return Population({r.mutant.id: r.mutant for r in run.records}, task, held,
                       {r.mutant.id: r.outcome.verdict for r in run.records}, None,
-                      f"mutate {target.fingerprint}")
+                      f"mutate {target.fingerprint}",
+                      frozenset(r.mutant.id for r in run.records
+                                if r.mutant.id in set(task) and not r.reach.covered_by))
 
 
 def _place_tests(sb: Sandbox, sources: dict[str, str]) -> dict[str, str]:
@@ -244,6 +249,12 @@ def _score_target(name: str, spec, target, gate_entries: list[dict], run_dir: Pa
     result["kills"] = rate(len(killed_tasks), len(task_set), "task-set mutants").to_dict()
     result["kills_killable"] = rate(len(killed_tasks), len(task_set), "killable task-set mutants "
                                     "(the task set excludes unkillable mutants by construction)").to_dict()
+    by_test = task_set - pop.import_only
+    result["kills_by_place"] = {
+        "run by a test": rate(len(killed_tasks & by_test), len(by_test),
+                              "task-set mutants on lines a test of the suite runs").to_dict(),
+        "import only": rate(len(killed_tasks & pop.import_only), len(pop.import_only),
+                            "task-set mutants on lines only an import runs").to_dict()}
     result["timeouts_on_task_set"] = len(timeouts & task_set)
     result["killed_task_ids"] = sorted(killed_tasks)
     # funnel
@@ -385,6 +396,10 @@ def score_run(run_dir: Path, jobs: int | None = None, resamples: int = 10_000, s
             "run": {"generator": config["generator"], "model": config.get("model"),
                     "budget_per_target": config.get("budget_per_target"), "seed": config.get("seed")},
             "targets": per_target, "pooled_kills": pooled}
+    places = [t["kills_by_place"] for t in per_target.values() if "kills_by_place" in t]
+    result["pooled_kills_by_place"] = {
+        p: {"k": sum(x[p]["k"] for x in places), "n": sum(x[p]["n"] for x in places)}
+        for p in ("run by a test", "import only")} if places else None
     result["predictions"] = []
     for pr in predictions(run_dir):
         pr["outcome"] = judge(pr["check"], result) if pr.get("check") else "judge by hand"
@@ -409,6 +424,8 @@ def render_score(result: dict) -> str:
     for name, t in result["targets"].items():
         lines.append(f"## {name} ({t['population_source']})")
         lines.append(f"kills:    {_r(t['kills'])}")
+        for place, r in t.get("kills_by_place", {}).items():
+            lines.append(f"          {place}: {r['k']} / {r['n']}")
         if t["timeouts_on_task_set"]:
             lines.append(f"          {t['timeouts_on_task_set']} task-set mutants timed out (not kills)")
         tr = t["transfer"]
@@ -450,4 +467,6 @@ def render_score(result: dict) -> str:
         lines.append(f"pooled kills: {p['k']} / {p['n']} ({100 * p['estimate']:.1f}%) [95% CI "
                      f"{100 * p['low']:.1f}%-{100 * p['high']:.1f}%] of {p['what']} "
                      f"({p['method']}, {p['resamples']} resamples, seed {p['seed']})")
+    for place, x in (result.get("pooled_kills_by_place") or {}).items():
+        lines.append(f"              {place}: {x['k']} / {x['n']}")
     return "\n".join(lines)

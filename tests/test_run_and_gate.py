@@ -75,6 +75,9 @@ def test_run_gates_every_candidate(fixture_target, use_cache, tmp_path):
     # the run scores to the answers worked out by hand (see the fixture's answers.toml)
     score = score_run(out, jobs=2, resamples=2000)["targets"]["basic"]
     assert (score["kills"]["k"], score["kills"]["n"]) == (1, 8)
+    # of the 8, only `if TYPE_CHECKING:` negated (line 6) runs at import alone
+    by_place = {p: (r["k"], r["n"]) for p, r in score["kills_by_place"].items()}
+    assert by_place == {"run by a test": (1, 7), "import only": (0, 1)}
     assert score["funnel"] == {"attempts": 8, "parsed": 7, "not gaming (scan)": 6, "collected": 5,
                                "passes on clean": 3, "stable on clean": 2,
                                "not gaming (neutral edit)": 2, "kept": 1,
