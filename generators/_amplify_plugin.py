@@ -671,10 +671,14 @@ def _on_alarm(signum, frame):
     raise _StepTimeout()
 
 
+MESSAGE_CHARS = 300  # longer messages are kept as a prefix, marked "cut"
+
+
 def _exception(exc):
     t = type(exc)
     msg = str(exc)
-    return {"k": "raise", "type": [t.__module__, t.__qualname__], "msg": msg[:300],
+    return {"k": "raise", "type": [t.__module__, t.__qualname__], "msg": msg[:MESSAGE_CHARS],
+            "cut": len(msg) > MESSAGE_CHARS,
             "bases": [[b.__module__, b.__qualname__] for b in t.__mro__[1:]
                       if b.__module__ == "builtins"][:4]}
 

@@ -192,6 +192,42 @@ def test_a_cli_exit_is_an_outcome_and_outcomes_compare_like_the_assert():
                                {"k": "raise", "type": ["builtins", "ValueError"], "msg": "y"})
 
 
+def test_a_cut_message_is_asserted_by_its_prefix(tmp_path, monkeypatch):
+    """A message longer than the plugin keeps is known only as a prefix; asserting it
+    whole would fail on clean code (glom's 400-character errors did, at the gate)."""
+    from generators import _amplify_plugin as P
+    import importlib
+    import signal
+    signal.signal(signal.SIGALRM, P._on_alarm)
+    pkg = tmp_path / "longmsg"
+    pkg.mkdir()
+    tail = "x" * 500
+    (pkg / "__init__.py").write_text(f"def f(n):\n    raise ValueError('bad ' + str(n) + ' {tail}')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ns: dict = {}
+    exec("from longmsg import f", ns)
+    clean = P._run_step({"expr": "f(1)"}, ns, 2.0)
+    assert clean["cut"] and len(clean["msg"]) == P.MESSAGE_CHARS
+    mutant = dict(clean, msg="bad 2 " + tail[:P.MESSAGE_CHARS - 6])
+    steps = [{"kind": "call", "owner": ["longmsg", "f"], "args": ["1"], "kwargs": []}]
+    r = A.render(A.Program(steps, [], [0], {}))
+    f = A.first_difference(r, [clean], [mutant])
+    assert f is not None and f.cls == "value"
+    src = A.write_test(f, []).source
+    test_ns: dict = {}
+    exec(compile(src, "generated_test.py", "exec"), test_ns)
+    test_ns[f.name]()  # passes on clean code
+    assert f"str(excinfo.value)[:{P.MESSAGE_CHARS}] ==" in src
+    (pkg / "__init__.py").write_text(f"def f(n):\n    raise ValueError('bad ' + str(n + 1) + ' {tail}')\n")
+    sys_modules = __import__("sys").modules
+    sys_modules.pop("longmsg", None)
+    importlib.invalidate_caches()
+    test_ns = {}
+    exec(compile(src, "generated_test.py", "exec"), test_ns)
+    with pytest.raises(AssertionError):
+        test_ns[f.name]()  # fails on the mutant
+
+
 @pytest.mark.slow
 def test_amplify_runs_pytest_with_the_projects_ini_options(fixture_target, use_cache, tmp_path, caplog):
     # a path given as a separate argument (--amplify-config PATH) moved pytest's ini
