@@ -220,7 +220,9 @@ def write_leaderboard(folder: Path, out: Path) -> Path:
         flags = sorted(f"{n} {v}" for n, v in status.items() if v != "current")
         targets = f"{on_bench} of {len(manifests)}" + (f" ({', '.join(flags)})" if flags else "")
         whole = (_pct(p["k"], total) if b.name in {c[0].name for c in comparable} and total else "-")
-        rows.append([groups.get(b.name, "-"), config["generator"]["name"], config.get("model") or "-",
+        gen = config["generator"]
+        rows.append([groups.get(b.name, "-"), f"{gen['name']} {gen.get('version', '')}".strip(),
+                     config.get("model") or "-",
                      config.get("budget_per_target"), targets, _ci(p) if p["n"] else "-", whole,
                      _pct(wk, wn), _pct(value, kept), round(tokens / p["k"], 1) if p["k"] else "-",
                      score["killbench"], b.name])

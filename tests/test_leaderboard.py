@@ -24,7 +24,7 @@ def _bundle(path, name: str, targets: dict) -> None:
     n = sum(t["kills"]["n"] for t in targets.values())
     score = {"killbench": "0.1.0", "targets": targets,
              "pooled_kills": {"k": k, "n": n, "low": 0.0, "high": 0.5}}
-    config = {"generator": {"name": name}, "model": None, "budget_per_target": 1000}
+    config = {"generator": {"name": name, "version": "7"}, "model": None, "budget_per_target": 1000}
     with tarfile.open(path, "w:gz") as tf:
         for member, obj in (("bundle/score.json", score), ("bundle/config.json", config)):
             data = json.dumps(obj).encode()
@@ -55,6 +55,7 @@ def test_groups_over_the_whole_benchmark(tmp_path):
     rows = _rows(write_leaderboard(tmp_path, tmp_path / "board.md").read_text())
     # 10 discordant mutants all one way: exact McNemar p = 2 * 0.5**10, so two groups
     assert rows["strong.tar.gz"][0] == "1" and rows["weak.tar.gz"][0] == "2"
+    assert rows["strong.tar.gz"][1] == "strong 7"  # the generator's version is part of the entry
     assert rows["strong.tar.gz"][4] == f"1 of {len(manifests)}"
     assert rows["strong.tar.gz"][6].startswith(f"10 / {total} ")
     # the stale entry killed everything, yet it is neither grouped nor counted on the benchmark
