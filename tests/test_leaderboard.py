@@ -62,3 +62,17 @@ def test_groups_over_the_whole_benchmark(tmp_path):
     assert rows["old.tar.gz"][0] == "-" and "cachetools stale" in rows["old.tar.gz"][4]
     assert rows["old.tar.gz"][6] == "-"
     assert rows["own.tar.gz"][0] == "-" and "some-project outside" in rows["own.tar.gz"][4]
+
+
+def test_the_committed_docs_are_generated_from_the_committed_data(tmp_path):
+    """docs/leaderboard.md and docs/benchmark.md are outputs: a hand edit, or a bundle or
+    manifest added without regenerating them, fails here."""
+    from pathlib import Path
+
+    from killbench.manifests import index_of, render_benchmark_md
+
+    root = Path(__file__).resolve().parent.parent
+    board = write_leaderboard(root / "submissions", tmp_path / "leaderboard.md").read_text()
+    assert board == (root / "docs" / "leaderboard.md").read_text()
+    manifests = load_manifests(root / "manifests")
+    assert render_benchmark_md(index_of(manifests), manifests) == (root / "docs" / "benchmark.md").read_text()
