@@ -343,9 +343,14 @@ SEED_REFERENCE = (
     "133 surviving the libraries' own suites, 53 of those on lines the suites execute.")
 
 
+# Where a reachable mutant sits: on a line a test of the suite runs, or on one only an import
+# runs (no test's coverage context holds it). Shared by the benchmark page and the score.
+RUN_BY_A_TEST, IMPORT_ONLY = "run by a test", "import only"
+
+
 def survivor_places(manifest: dict) -> Counter:
     """Where each surviving sampled mutant sits: run by a test, import only, unreached, unkillable."""
-    c = Counter({"run by a test": 0, "import only": 0, "unreached": 0, "unkillable": 0})
+    c = Counter({RUN_BY_A_TEST: 0, IMPORT_ONLY: 0, "unreached": 0, "unkillable": 0})
     for r in manifest["mutants"]:
         if r["role"] != "sample" or r["verdict"] != "survived":
             continue
@@ -354,7 +359,7 @@ def survivor_places(manifest: dict) -> Counter:
         elif not r["reachable"]:
             c["unreached"] += 1
         else:
-            c["run by a test" if r["covered_by"] else "import only"] += 1
+            c[RUN_BY_A_TEST if r["covered_by"] else IMPORT_ONLY] += 1
     return c
 
 

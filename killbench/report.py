@@ -189,22 +189,21 @@ def write_leaderboard(folder: Path, out: Path) -> Path:
     current = {name: f"manifest {target_digest(m)}" for name, m in manifests.items()}
     tasks = {name: sorted(m["task_set"]) for name, m in manifests.items()}
     total = sum(len(v) for v in tasks.values())
-    entries, comparable = [], []
+    entries = []
     for b in bundles:
         score, config = _bundle_score(b)
-        status = _benchmark_status(score, current)
-        entries.append((b, score, config, status))
-        if status and all(v == "current" for v in status.values()):
-            comparable.append((b, score, config))
+        entries.append((b, score, config, _benchmark_status(score, current)))
+    comparable = {b.name: score for b, score, _, status in entries
+                  if status and all(v == "current" for v in status.values())}
     groups = {}
     if len(comparable) > 1:
         vectors = {}
-        for b, score, _ in comparable:
+        for bname, score in comparable.items():
             vec = []
             for name in sorted(tasks):
                 killed = set(score["targets"].get(name, {}).get("killed_task_ids", []))
                 vec += [i in killed for i in tasks[name]]
-            vectors[b.name] = vec
+            vectors[bname] = vec
         for gi, group in enumerate(tied_groups(vectors), 1):
             for name in group:
                 groups[name] = gi
@@ -219,7 +218,7 @@ def write_leaderboard(folder: Path, out: Path) -> Path:
         on_bench = sum(1 for v in status.values() if v == "current")
         flags = sorted(f"{n} {v}" for n, v in status.items() if v != "current")
         targets = f"{on_bench} of {len(manifests)}" + (f" ({', '.join(flags)})" if flags else "")
-        whole = (_pct(p["k"], total) if b.name in {c[0].name for c in comparable} and total else "-")
+        whole = _pct(p["k"], total) if b.name in comparable and total else "-"
         gen = config["generator"]
         rows.append([groups.get(b.name, "-"), f"{gen['name']} {gen.get('version', '')}".strip(),
                      config.get("model") or "-",

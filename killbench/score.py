@@ -27,7 +27,7 @@ from .errors import UserError
 from .gate import GATE_LIMITS
 from .harness import default_jobs, load_or_run_baseline, mutate_target, workdir_for
 from .workspace import exclusive
-from .manifests import current_digest, load_manifests, target_digest
+from .manifests import IMPORT_ONLY, RUN_BY_A_TEST, current_digest, load_manifests, target_digest
 from .mutate import apply
 from .records import Mutant
 from .sandbox import Sandbox
@@ -77,15 +77,15 @@ def population(spec, target, jobs: int) -> Population:
                           f"manifest {target_digest(manifest)}",
                           frozenset(i for i in manifest["task_set"] if not recs[i]["covered_by"]))
     run = mutate_target(spec, jobs=jobs, target=target, show_progress=False)
-    task = sorted(r.mutant.id for r in run.records if r.outcome.verdict == "survived"
-                  and r.reach.reachable and not r.mutant.unkillable)
-    held = sorted(r.mutant.id for r in run.records if r.mutant.id not in set(task)
+    task = [r for r in run.records if r.outcome.verdict == "survived"
+            and r.reach.reachable and not r.mutant.unkillable]
+    task_ids = {r.mutant.id for r in task}
+    held = sorted(r.mutant.id for r in run.records if r.mutant.id not in task_ids
                   and r.outcome.verdict != "invalid" and not r.mutant.unkillable)
-    return Population({r.mutant.id: r.mutant for r in run.records}, task, held,
+    return Population({r.mutant.id: r.mutant for r in run.records}, sorted(task_ids), held,
                       {r.mutant.id: r.outcome.verdict for r in run.records}, None,
                       f"mutate {target.fingerprint}",
-                      frozenset(r.mutant.id for r in run.records
-                                if r.mutant.id in set(task) and not r.reach.covered_by))
+                      frozenset(r.mutant.id for r in task if not r.reach.covered_by))
 
 
 def _place_tests(sb: Sandbox, sources: dict[str, str]) -> dict[str, str]:
@@ -251,10 +251,10 @@ def _score_target(name: str, spec, target, gate_entries: list[dict], run_dir: Pa
                                     "(the task set excludes unkillable mutants by construction)").to_dict()
     by_test = task_set - pop.import_only
     result["kills_by_place"] = {
-        "run by a test": rate(len(killed_tasks & by_test), len(by_test),
-                              "task-set mutants on lines a test of the suite runs").to_dict(),
-        "import only": rate(len(killed_tasks & pop.import_only), len(pop.import_only),
-                            "task-set mutants on lines only an import runs").to_dict()}
+        RUN_BY_A_TEST: rate(len(killed_tasks & by_test), len(by_test),
+                            "task-set mutants on lines a test of the suite runs").to_dict(),
+        IMPORT_ONLY: rate(len(killed_tasks & pop.import_only), len(pop.import_only),
+                          "task-set mutants on lines only an import runs").to_dict()}
     result["timeouts_on_task_set"] = len(timeouts & task_set)
     result["killed_task_ids"] = sorted(killed_tasks)
     # funnel
@@ -396,10 +396,10 @@ def score_run(run_dir: Path, jobs: int | None = None, resamples: int = 10_000, s
             "run": {"generator": config["generator"], "model": config.get("model"),
                     "budget_per_target": config.get("budget_per_target"), "seed": config.get("seed")},
             "targets": per_target, "pooled_kills": pooled}
-    places = [t["kills_by_place"] for t in per_target.values() if "kills_by_place" in t]
+    places = [t["kills_by_place"] for t in per_target.values()]
     result["pooled_kills_by_place"] = {
         p: {"k": sum(x[p]["k"] for x in places), "n": sum(x[p]["n"] for x in places)}
-        for p in ("run by a test", "import only")} if places else None
+        for p in (RUN_BY_A_TEST, IMPORT_ONLY)} if places else None
     result["predictions"] = []
     for pr in predictions(run_dir):
         pr["outcome"] = judge(pr["check"], result) if pr.get("check") else "judge by hand"
