@@ -1,124 +1,338 @@
-"""The gate: keep a written test only if it passes on the clean target (several times,
-in fresh processes) and fails on the mutant it targets. Every rejection has a reason.
+"""The gate: keep a written test only if it passes on the clean target, however the run
+is varied, and fails on the mutant it targets because of what the code does.
 
-Generated tests are untrusted code. Each run happens in a worker sandbox, in its own
-process group, with resource limits and (where the platform allows) no network; the
-target's files are hashed after every run. A test that reads the target's source or
-bytecode to spot the mutation, instead of testing behaviour, is gaming the gate: it
-is rejected by a structural scan (ast-grep) and by a dynamic check (the test must
-also pass on a behaviour-neutral edit of the code it targets).
+The unit is the test function (pytest node id): a candidate file is kept with those of
+its tests that pass every check, each other test rejected with its own reason. A file
+is rejected as a whole only when no test in it can be judged (too large, not text, does
+not parse, reads the source by a route the scan sees, collects nothing).
+
+Phases, each one pytest process in a fresh scratch directory (see ``sandbox``), the
+first always ``clean`` and the rest in a random order the test cannot know:
+
+    clean             the clean target, the reference environment
+    clean-hashseed    the clean target with a random PYTHONHASHSEED        -> flaky
+    clean-order       reversed test order, the sandbox under another name   -> flaky
+    neutral           a disguise of the clean file (``disguise``)          -> gaming
+    mutant            the mutant
+    mutant-disguised  a disguise of the mutant
+
+A test is kept when it passes the first four and fails both mutant phases. Failing the
+mutant but passing its disguise means it noticed the mutant's text, not its behaviour
+(``gaming``); so does failing the neutral phase. The probe's audit hook adds what the test
+did: a write outside its scratch directory (``tampering``), a read of the target's source
+(``gaming``). Generated tests are untrusted: every phase runs under the executor's
+isolation level, and the sandbox's files are checked after each run.
+
+``decide`` is a pure function of the phases' records: a gate decision is tested on
+hand-made evidence, and ``verify`` compares evidence phase by phase.
 """
 
 from __future__ import annotations
 
+import errno as errno_codes
 import hashlib
-import shutil
-import subprocess
+import io
+import random
+import secrets
+import signal
 import threading
-from dataclasses import asdict, dataclass, field
+import time
+import tokenize
 from pathlib import Path
 
 from ast_grep_py import SgRoot
 
 from .baseline import Baseline
-from .generation import parse
+from .disguise import disguise
 from .errors import HarnessError
+from .evidence import AuditEvent, GateEntry, PhaseRun, TestOutcome, TestVerdict
+from .executor import Limits
+from .generation import parse
 from .mutate import apply
 from .records import Mutant, RunReport
-from .sandbox import Limits, Sandbox
+from .sandbox import Sandbox
 
-CLEAN_RUNS = 3
-REASONS = ("syntax-error", "no-test-collected", "fails-on-clean", "flaky", "did-not-detect",
-           "timeout", "gaming", "modified-target")
+MAX_CANDIDATE_BYTES = 256 * 1024
+GATE_LIMITS = Limits(address_space=4 << 30, file_size=64 << 20, processes=256)
+GATE_TIMEOUT = 60.0
 
-# Structural patterns of a test that reads source or bytecode instead of behaviour.
+CLEAN, HASHSEED, ORDER = "clean", "clean-hashseed", "clean-order"
+NEUTRAL, MUTANT, MUTANT_DISGUISED = "neutral", "mutant", "mutant-disguised"
+CLEAN_PHASES = (CLEAN, HASHSEED, ORDER)
+TASK_PHASES = CLEAN_PHASES + (NEUTRAL, MUTANT, MUTANT_DISGUISED)
+
+# file-level reasons (no test could be judged), then test-level ones
+FILE_REASONS = ("too-large", "invalid-text", "syntax-error", "gaming", "tampering",
+                "no-test-collected", "fails-on-clean", "timeout", "aborts-run", "resource-limit")
+REASONS = ("too-large", "invalid-text", "syntax-error", "no-test-collected", "skipped",
+           "fails-on-clean", "resource-limit", "aborts-run", "not-run", "timeout", "flaky",
+           "tampering", "gaming", "did-not-detect")
+
+# Structural patterns of a test that reads source or bytecode instead of behaviour: a fast
+# first filter; the disguised phases and the audit hook catch what it does not see.
 GAMING_PATTERNS = (
     "inspect.getsource($$$)", "inspect.getsourcelines($$$)", "inspect.getfile($$$)",
     "inspect.getsourcefile($$$)", "inspect.findsource($$$)", "getsource($$$)",
-    "getsourcelines($$$)", "linecache.$F($$$)", "$X.__code__", "$X.co_code", "dis.$F($$$)",
-    "$M.__file__", "$M.__spec__", "$M.__loader__", "$L.get_source($$$)",
-    "importlib.util.find_spec($$$)", "find_spec($$$)",
+    "getsourcelines($$$)", "linecache.$F($$$)", "$X.__code__", "$X.co_code", "$X.co_consts",
+    "dis.$F($$$)", "$M.__file__", "$M.__spec__", "$M.__loader__", "$M.__cached__",
+    "$L.get_source($$$)", "$L.get_code($$$)", "$L.get_data($$$)", "importlib.util.find_spec($$$)",
+    "find_spec($$$)", "importlib.resources.$F($$$)", "pkgutil.get_data($$$)",
+    "marshal.loads($$$)", "$X.f_code", "$X.gi_code", "$X.cr_code",
 )
-
-GATE_LIMITS = Limits(address_space=4 << 30, file_size=64 << 20)
-GATE_TIMEOUT = 60.0
+_RESOURCE_ERRNOS = {errno_codes.EFBIG, errno_codes.ENOMEM, errno_codes.EAGAIN, errno_codes.EMFILE}
 
 
-@dataclass
-class GateResult:
-    """What the gate decided about one candidate test, and why."""
-
-    candidate: str  # sha256[:16] of the test source
-    task: str | None  # mutant id it targets (None: no target, e.g. one-prompt)
-    kept: bool
-    reason: str | None  # one of REASONS when rejected
-    stage: str  # last stage reached: parse, collect, clean, neutral, mutant
-    tests: list[str] = field(default_factory=list)  # node ids collected in the file
-    message: str | None = None  # first failure, for the generator's next attempt
-    runs: int = 0
-    wall_s: float = 0.0
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+def source_bytes(source: str) -> bytes:
+    """A candidate's bytes: UTF-8, with lone surrogates kept (so any text has an id)."""
+    return source.encode("utf-8", "surrogatepass")
 
 
 def candidate_id(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(source_bytes(source)).hexdigest()[:16]
 
 
-def gaming_matches(source: str) -> list[str]:
-    """Where a test reads the target's source or bytecode (pattern @ line)."""
-    root = SgRoot(source, "python").root()
-    hits = []
+def _blank_comments(source: str) -> str:
+    """The source with comment text removed (lines kept): ast-grep's time grows with the
+    square of a comment's size, so the scan runs on what is left."""
+    lines = source.splitlines(keepends=True)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                (row, col), (_, end) = tok.start, tok.end
+                lines[row - 1] = lines[row - 1][:col] + lines[row - 1][end:]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return source
+    return "".join(lines)
+
+
+def gaming_matches(source: str) -> list[tuple[int, str]]:
+    """Where a test reads the target's source or bytecode: (line, matched text)."""
+    root = SgRoot(_blank_comments(source), "python").root()
+    hits = set()
     for pattern in GAMING_PATTERNS:
         for node in root.find_all(pattern=pattern):
-            hits.append(f"{node.text()[:60]} (line {node.range().start.line + 1})")
-    return sorted(set(hits))
+            hits.add((node.range().start.line + 1, node.text()[:60]))
+    return sorted(hits)
 
 
-def neutral_variant(original: bytes, mutant: Mutant) -> bytes:
-    """The clean file with a comment line inserted before the mutated statement:
-    behaviour is unchanged, source text and line numbers are not."""
-    from .reach import StatementIndex
-
-    text = original.decode("utf-8")
-    index = StatementIndex(text)
-    line = min(index.statement_line(mutant.start, mutant.end, mutant.line), mutant.line)
-    lines = text.splitlines(keepends=True)
-    target = lines[line - 1]
-    indent = target[: len(target) - len(target.lstrip())]
-    lines.insert(line - 1, f"{indent}# killbench: neutral edit\n")
-    return "".join(lines).encode("utf-8")
-
-
-_LOOPBACK_UP = 'ip link set lo up 2>/dev/null; exec "$@"'
-
-
-def _network_prefix() -> list[str]:
-    """`unshare --net` when this machine allows it: generated tests get no network, but
-    keep a working loopback (some suites need it: boltons' socket tests)."""
-    exe = shutil.which("unshare")
-    if not exe:
-        return []
-    prefix = [exe, "--net", "--", "sh", "-c", _LOOPBACK_UP, "sh"]
+def intake(source) -> tuple[str | None, str | None]:
+    """(reason, message) when a candidate cannot even be run; (None, None) otherwise."""
+    if not isinstance(source, str):
+        return "invalid-text", f"the candidate's source is a {type(source).__name__}, not text"
+    size = len(source_bytes(source))
+    if size > MAX_CANDIDATE_BYTES:
+        return "too-large", f"{size} bytes; a candidate file may hold at most {MAX_CANDIDATE_BYTES}"
     try:
-        ok = subprocess.run(prefix + ["true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    return prefix if ok else []
+        source.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return "invalid-text", f"not encodable as UTF-8 at character {exc.start} ({exc.reason})"
+    if "\x00" in source:
+        return "syntax-error", f"a NUL character at offset {source.index(chr(0))}"
+    return None, None
+
+
+# ---------------------------------------------------------------- decisions (pure)
+
+
+def outcomes(report: RunReport) -> dict[str, TestOutcome]:
+    """node id -> what the test did in one run, from the probe's events. A test that began
+    and never reported its end (the process died, or hung until the deadline) is
+    `interrupted`; one that never began is absent."""
+    events: dict[str, list] = {}
+    for t in report.tests:
+        events.setdefault(t.nodeid, []).append(t)
+    out: dict[str, TestOutcome] = {}
+    for nodeid in dict.fromkeys([*report.begun, *events]):
+        evs = events.get(nodeid, [])
+        failed = next((t for t in evs if t.outcome == "failed" and not t.xfail), None)
+        if failed is not None:
+            out[nodeid] = TestOutcome(status="failed", when=failed.when, exc_type=failed.exc_type,
+                                      errno=failed.errno, message=(failed.message or "")[-800:])
+        elif not any(t.when == "teardown" for t in evs):
+            out[nodeid] = TestOutcome(status="interrupted")
+        elif any(t.outcome == "skipped" for t in evs):
+            out[nodeid] = TestOutcome(status="skipped")
+        elif any(t.when == "call" and t.outcome == "passed" for t in evs):
+            out[nodeid] = TestOutcome(status="passed", when="call")
+        else:
+            out[nodeid] = TestOutcome(status="interrupted")
+    return out
+
+
+def phase_record(phase: str, report: RunReport, tampered: list[str]) -> PhaseRun:
+    return PhaseRun(
+        phase=phase, argv=list(report.argv), isolation=report.isolation, duration_s=round(report.wall_s, 4),
+        cpu_s=round(report.cpu_s, 4), max_rss_kb=report.max_rss_kb, returncode=report.returncode,
+        signal=report.signal, timed_out=report.timed_out, finished=report.finished,
+        exitstatus=report.exitstatus, collected=report.collected,
+        collect_errors=[f"{e.get('nodeid', '')}: {e.get('message', '')[-600:]}"
+                        for e in report.collect_errors],
+        tests=outcomes(report),
+        audit=[AuditEvent(kind=a["kind"], path=a["path"], nodeid=a.get("nodeid"))
+               for a in report.audit],
+        tampered=list(tampered), log_problems=list(report.log_problems))
+
+
+def _resource(o: TestOutcome) -> bool:
+    return o.status == "failed" and (o.exc_type == "builtins.MemoryError"
+                                     or (o.exc_type or "").endswith("Error") and o.errno in _RESOURCE_ERRNOS)
+
+
+def _interrupted_reason(run: PhaseRun) -> tuple[str, str]:
+    """Why a test that began did not end, from how its process ended."""
+    if run.timed_out:
+        return "timeout", f"no result within the gate's deadline ({run.phase})"
+    if run.signal in (signal.SIGXCPU, signal.SIGXFSZ):
+        return "resource-limit", f"stopped by signal {run.signal} (a CPU or file-size limit)"
+    if run.signal == signal.SIGKILL:
+        return "resource-limit", "killed (out of memory or a process limit)"
+    if run.signal:
+        return "aborts-run", f"the test process died of signal {run.signal}"
+    return "aborts-run", (f"the test ended the pytest process (exit {run.returncode}"
+                          f"{', pytest.exit' if run.exitstatus == 2 else ''}) before reporting")
+
+
+def _clean_failure(o: TestOutcome, run: PhaseRun) -> tuple[str, str]:
+    if o.status == "interrupted":
+        return _interrupted_reason(run)
+    if o.status == "skipped":
+        return "skipped", "the test skipped itself: it checks nothing"
+    if o.status == "not-run":
+        return "not-run", "an earlier test in the file ended the run before this one"
+    if _resource(o):
+        return "resource-limit", f"{o.exc_type} (errno {o.errno}): a resource limit of the gate"
+    return "fails-on-clean", f"failed in {o.when}: {o.exc_type}\n{o.message}".strip()
+
+
+def _fails(o: TestOutcome | None) -> bool:
+    return o is not None and o.status in ("failed", "interrupted")
+
+
+def decide(tests: list[str], phases: dict[str, PhaseRun], has_task: bool,
+           scan_hits: dict[str, list[str]] | None = None) -> list[TestVerdict]:
+    """Each test's verdict from the runs of its file (see the module doc)."""
+    scan_hits = scan_hits or {}
+    audit: dict[str | None, list[AuditEvent]] = {}
+    for run in phases.values():
+        for a in run.audit:
+            audit.setdefault(a.nodeid, []).append(a)
+    tampered = sorted({p for run in phases.values() for p in run.tampered})
+    verdicts = []
+    for nodeid in tests:
+        def reject(reason, stage, message):
+            return TestVerdict(nodeid=nodeid, kept=False, reason=reason, stage=stage, message=message)
+
+        mine = audit.get(nodeid, [])
+        writes = [a.path for a in mine if a.kind == "write"]
+        reads = [a.path for a in mine if a.kind == "read-source"]
+        if nodeid in scan_hits:
+            verdicts.append(reject("gaming", "scan", "reads the target's source or bytecode: "
+                                   + "; ".join(scan_hits[nodeid])))
+            continue
+        if writes:
+            verdicts.append(reject("tampering", "audit", "wrote outside its scratch directory: "
+                                   + ", ".join(sorted(set(writes))[:5])))
+            continue
+        if reads:
+            verdicts.append(reject("gaming", "audit", "read the target's source: "
+                                   + ", ".join(sorted(set(reads))[:5])))
+            continue
+        if tampered:
+            verdicts.append(reject("tampering", "check", "the run changed the sandbox: "
+                                   + ", ".join(tampered[:5])))
+            continue
+        clean = phases[CLEAN]
+        o = clean.tests.get(nodeid, TestOutcome(status="not-run"))
+        if o.status != "passed":
+            reason, message = _clean_failure(o, clean)
+            verdicts.append(reject(reason, CLEAN, message))
+            continue
+        verdict = None
+        for phase, factor in ((HASHSEED, "the hash seed (PYTHONHASHSEED random)"),
+                              (ORDER, "the test order and the directory's name")):
+            run = phases.get(phase)
+            if run is None:
+                continue
+            o = run.tests.get(nodeid, TestOutcome(status="not-run"))
+            if o.status != "passed":
+                if o.status == "interrupted" and run.timed_out:
+                    verdict = reject("timeout", phase, f"no result within the deadline ({phase})")
+                else:
+                    verdict = reject("flaky", phase, f"passes on clean code, but not when {factor} "
+                                     f"changes: {o.status} {o.exc_type or ''}".strip())
+                break
+        if verdict is None and has_task:
+            verdict = _mutant_verdict(nodeid, phases, reject)
+        if verdict is None:
+            stage = MUTANT_DISGUISED if has_task else ORDER
+            verdict = TestVerdict(nodeid=nodeid, kept=True, stage=stage,
+                                  message=_kill_message(nodeid, phases) if has_task else None)
+        verdicts.append(verdict)
+    return verdicts
+
+
+def _mutant_verdict(nodeid, phases, reject):
+    neutral = phases[NEUTRAL].tests.get(nodeid, TestOutcome(status="not-run"))
+    if neutral.status != "passed":
+        if neutral.status == "interrupted" and phases[NEUTRAL].timed_out:
+            return reject("timeout", NEUTRAL, "no result within the deadline on the disguised clean code")
+        return reject("gaming", NEUTRAL, "fails on a disguise of the clean code (same behaviour, "
+                      "other text): it depends on the code's text, not its behaviour")
+    m = phases[MUTANT].tests.get(nodeid, TestOutcome(status="not-run"))
+    d = phases[MUTANT_DISGUISED].tests.get(nodeid, TestOutcome(status="not-run"))
+    for run, o in ((phases[MUTANT], m), (phases[MUTANT_DISGUISED], d)):
+        if o.status == "interrupted" and (run.timed_out or run.signal == signal.SIGXCPU):
+            return reject("timeout", run.phase, "the mutant made the test hang (not a kill)")
+    if m.status == "not-run" or d.status == "not-run":
+        return reject("not-run", MUTANT, "an earlier test in the file ended the mutant's run first")
+    if _fails(m) and _fails(d):
+        return None
+    if not _fails(m) and not _fails(d):
+        return reject("did-not-detect", MUTANT, "passed on the mutant too")
+    if _fails(m):
+        return reject("gaming", MUTANT_DISGUISED, "fails on the mutant but not on a disguise of it "
+                      "(same behaviour, other text): it noticed the mutant's text, not its behaviour")
+    return reject("flaky", MUTANT_DISGUISED, "passes on the mutant but fails on a disguise of it")
+
+
+def _kill_message(nodeid: str, phases: dict[str, PhaseRun]) -> str:
+    o = phases[MUTANT].tests.get(nodeid)
+    if o is None:
+        return ""
+    return f"{nodeid} failed in {o.when}: {o.exc_type}\n{o.message}".strip()
+
+
+# ---------------------------------------------------------------- the gate
+
+
+def _function_of_line(tree, line: int) -> str | None:
+    import ast
+
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                node.lineno <= line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno >= best.lineno:
+                best = node
+    return best.name if best is not None else None
 
 
 class Gate:
     """Gates candidate tests for one target; thread-safe over a pool of sandboxes."""
 
-    def __init__(self, sandboxes: list[Sandbox], baseline: Baseline, timeout: float = 60.0,
-                 isolate_network: bool = True):
+    def __init__(self, sandboxes: list[Sandbox], baseline: Baseline, timeout: float = GATE_TIMEOUT,
+                 limits: Limits = GATE_LIMITS, rng: random.Random | None = None):
+        for sb in sandboxes:
+            if sb.trusted:
+                raise HarnessError("the gate runs untrusted tests: its sandboxes must be untrusted")
         self._pool = list(sandboxes)
         self._cv = threading.Condition()
         self.baseline = baseline
         self.timeout = timeout
-        self.prefix = _network_prefix() if isolate_network else []
-        self.calls = 0
+        self.limits = limits
+        self.isolation = sandboxes[0].isolation if sandboxes else "none"
+        self._rng = rng or random.Random(secrets.randbits(64))
+        self._rng_lock = threading.Lock()
 
     def _take(self) -> Sandbox:
         with self._cv:
@@ -131,117 +345,144 @@ class Gate:
             self._pool.append(sb)
             self._cv.notify()
 
-    def check(self, source: str, mutant: Mutant | None) -> GateResult:
-        with self._cv:
-            self.calls += 1
-        cid = candidate_id(source)
-        task = mutant.id if mutant else None
+    def _fork_rng(self) -> random.Random:
+        with self._rng_lock:
+            return random.Random(self._rng.getrandbits(64))
+
+    def check(self, source, mutant: Mutant | None, *, target: str = "", attempt: int = 1,
+              meta: dict | None = None) -> GateEntry:
+        started = time.monotonic()
+        cid = candidate_id(source) if isinstance(source, str) else "0" * 16
+        entry = GateEntry(target=target, candidate=cid, task=mutant.id if mutant else None,
+                          attempt=attempt, meta=meta or {},
+                          size=len(source_bytes(source)) if isinstance(source, str) else 0)
+        reason, message = intake(source)
+        if reason:
+            return _file_reject(entry, reason, "intake", message, started)
         try:
-            parse(source)
-        except SyntaxError as exc:
-            return GateResult(cid, task, False, "syntax-error", "parse",
-                              message=f"SyntaxError: {exc.msg} (line {exc.lineno})")
-        hits = gaming_matches(source)
-        if hits:
-            return GateResult(cid, task, False, "gaming", "parse",
-                              message="reads the target's source or bytecode: " + "; ".join(hits))
+            tree = parse(source)
+        except (SyntaxError, ValueError) as exc:
+            where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+            return _file_reject(entry, "syntax-error", "parse",
+                                f"{type(exc).__name__}: {getattr(exc, 'msg', exc)}{where}", started)
+        except (MemoryError, RecursionError) as exc:
+            return _file_reject(entry, "syntax-error", "parse", f"{type(exc).__name__} while parsing",
+                                started)
+        hits: dict[str | None, list[str]] = {}
+        for line, text in gaming_matches(source):
+            hits.setdefault(_function_of_line(tree, line), []).append(f"{text} (line {line})")
+        if None in hits:
+            return _file_reject(entry, "gaming", "scan", "reads the target's source or bytecode at "
+                                "module level: " + "; ".join(hits[None]), started)
         sb = self._take()
         try:
-            return self._run_gate(sb, source, cid, mutant)
+            self._run(sb, source, entry, mutant, hits)
         finally:
             self._give(sb)
+        entry.wall_s = round(time.monotonic() - started, 3)
+        return entry
 
-    def _place(self, sb: Sandbox, source: str, cid: str) -> Path:
-        spec = sb.target.spec
+    def _place(self, sb: Sandbox, source: str, cid: str) -> str:
         base = sb.tree
-        for t in spec.tests:
-            d = sb.tree / t
-            if d.is_dir():
-                base = d
+        for t in sb.target.spec.tests:
+            if (sb.tree / t).is_dir():
+                base = sb.tree / t
                 break
         path = base / f"test_killbench_{cid}.py"
-        path.write_text(source, encoding="utf-8")
-        return path
+        sb.add_file(path, source_bytes(source))
+        return path.relative_to(sb.tree).as_posix()
 
-    def _pytest(self, sb: Sandbox, path: Path) -> RunReport:
-        report, _ = sb.run_pytest([str(path.relative_to(sb.tree))], select=None, exclude=[],
-                                  timeout=self.timeout, limits=GATE_LIMITS, prefix=self.prefix)
+    def _pytest(self, sb: Sandbox, rel: str, phase: str, select: list[str] | None) -> tuple[RunReport, list[str]]:
+        hashseed = str(self._fork_rng().randint(1, 2**32 - 1)) if phase == HASHSEED else "0"
+        order = "reverse" if phase == ORDER else None
+        report, _ = sb.run_pytest([rel], select=select, exclude=[], timeout=self.timeout,
+                                  limits=self.limits, hashseed=hashseed, order=order)
+        changed = list(report.sources_changed)
         outside = {k: v for k, v in report.modules.items() if v and not sb.contains(v)}
-        if outside:
-            raise HarnessError(f"a gated test imported the target from outside the sandbox: {outside}")
-        return report
+        if outside:  # a test that swaps the target's modules for others changed what is tested
+            changed += [f"the target's module {k} was {v}, outside the sandbox" for k, v in outside.items()]
+        return report, changed
 
-    def _pytest_with(self, sb: Sandbox, path: Path, source_path: str, content: bytes,
-                     res: GateResult) -> RunReport:
-        """One run with `content` in place of a target file, restored afterwards."""
-        sb.write(source_path, content)
+    def _run(self, sb: Sandbox, source: str, entry: GateEntry, mutant: Mutant | None,
+             hits: dict[str | None, list[str]]) -> None:
+        rel = self._place(sb, source, entry.candidate)
         try:
-            rep = self._pytest(sb, path)
+            phases: dict[str, PhaseRun] = {}
+            report, tampered = self._pytest(sb, rel, CLEAN, None)
+            phases[CLEAN] = run = phase_record(CLEAN, report, tampered)
+            entry.phases.append(run)
+            stem = rel
+            collected = sorted({n for n in run.tests if n.split("::", 1)[0] == stem}
+                               | {n for n in report.begun if n.split("::", 1)[0] == stem})
+            if run.collect_errors:
+                return _file_reject(entry, "fails-on-clean", CLEAN, "collection error: "
+                                    + run.collect_errors[0][-600:])
+            if not collected:
+                if run.timed_out or run.signal or (run.returncode not in (0, 1, 5) and not run.finished):
+                    reason, message = _interrupted_reason(run)
+                    return _file_reject(entry, reason, CLEAN, message)
+                if run.tampered or any(a.kind == "write" for a in run.audit):
+                    paths = run.tampered or [a.path for a in run.audit if a.kind == "write"]
+                    return _file_reject(entry, "tampering", CLEAN, "wrote outside its scratch "
+                                        "directory at import time: " + ", ".join(paths[:5]))
+                return _file_reject(entry, "no-test-collected", "collect",
+                                    "pytest collected no test function from this file")
+            if any(a.nodeid is None for a in run.audit):
+                bad = [a for a in run.audit if a.nodeid is None]
+                reason = "tampering" if any(a.kind == "write" for a in bad) else "gaming"
+                return _file_reject(entry, reason, CLEAN, (
+                    "at import time the test file " + ("wrote " if reason == "tampering" else "read ")
+                    + ", ".join(sorted({a.path for a in bad})[:5])))
+            scan = {n: hits[fn] for n in collected for fn in hits
+                    if fn is not None and _in_function(n, fn)}
+            alive = [n for n in collected if run.tests.get(n) is not None
+                     and run.tests[n].status == "passed" and n not in scan]
+            if alive:
+                todo = list(TASK_PHASES[1:] if mutant is not None else CLEAN_PHASES[1:])
+                rng = self._fork_rng()
+                rng.shuffle(todo)
+                original = (sb.target.tree / mutant.path).read_bytes() if mutant else b""
+                for phase in todo:
+                    content = self._content(phase, original, mutant, rng)
+                    if content is not None:
+                        sb.write(mutant.path, content)
+                    try:
+                        if phase == ORDER:
+                            with sb.moved():
+                                report, tampered = self._pytest(sb, rel, phase, alive)
+                        else:
+                            report, tampered = self._pytest(sb, rel, phase, alive)
+                    finally:
+                        if content is not None:
+                            sb.restore()
+                    phases[phase] = phase_record(phase, report, tampered)
+                    entry.phases.append(phases[phase])
+            entry.tests = decide(collected, phases, mutant is not None, scan)
+            entry.stage = MUTANT_DISGUISED if mutant is not None and alive else CLEAN
+            kept = [t for t in entry.tests if t.kept]
+            entry.message = kept[0].message if kept else None
         finally:
-            sb.restore()
-        res.runs += 1
-        res.wall_s += rep.wall_s
-        return rep
+            sb.remove_file(sb.tree / rel)
 
-    def _run_gate(self, sb: Sandbox, source: str, cid: str, mutant: Mutant | None) -> GateResult:
-        path = self._place(sb, source, cid)
-        res = GateResult(cid, mutant.id if mutant else None, False, None, "collect")
-        try:
-            outcomes = []
-            for _ in range(CLEAN_RUNS):
-                rep = self._pytest(sb, path)
-                res.runs += 1
-                res.wall_s += rep.wall_s
-                if rep.sources_changed:
-                    return _reject(res, "modified-target", "clean",
-                                   f"the test changed the target's files: {rep.sources_changed}")
-                if rep.timed_out:
-                    return _reject(res, "timeout", "clean", f"no result within {self.timeout:.0f} s")
-                if rep.collect_errors:
-                    return _reject(res, "fails-on-clean", "collect",
-                                   "collection error: " + rep.collect_errors[0]["message"][-600:])
-                ran = rep.ran_tests()
-                if not ran:
-                    return _reject(res, "no-test-collected", "collect",
-                                   "pytest collected no test function from this file")
-                res.tests = ran
-                outcomes.append(rep.returncode == 0 and rep.finished)
-                if not outcomes[-1] and len(outcomes) == 1:
-                    return _reject(res, "fails-on-clean", "clean", _failure_message(rep))
-            if not all(outcomes):
-                return _reject(res, "flaky", "clean",
-                               f"passed {sum(outcomes)} of {CLEAN_RUNS} clean runs")
-            if mutant is None:
-                res.kept, res.stage = True, "clean"
-                return res
-            original = (sb.target.tree / mutant.path).read_bytes()
-            rep = self._pytest_with(sb, path, mutant.path, neutral_variant(original, mutant), res)
-            if not (rep.returncode == 0 and rep.finished):
-                return _reject(res, "gaming", "neutral",
-                               "fails on a behaviour-neutral edit (a comment line) of the target: "
-                               "it reads source text, not behaviour")
-            rep = self._pytest_with(sb, path, mutant.path, apply(original, mutant), res)
-            res.stage = "mutant"
-            if rep.timed_out:
-                return _reject(res, "timeout", "mutant", "the mutant made the test hang (not a kill)")
-            if rep.returncode == 0 and rep.finished:
-                return _reject(res, "did-not-detect", "mutant", "passed on the mutant too")
-            res.kept = True
-            res.message = _failure_message(rep)
-            return res
-        finally:
-            path.unlink(missing_ok=True)
+    @staticmethod
+    def _content(phase: str, original: bytes, mutant: Mutant | None, rng: random.Random) -> bytes | None:
+        if mutant is None or phase in CLEAN_PHASES:
+            return None
+        if phase == MUTANT:
+            return apply(original, mutant)
+        text = original if phase == NEUTRAL else apply(original, mutant)
+        return disguise(text.decode("utf-8"), mutant.line, rng).encode("utf-8")
 
 
-def _reject(res: GateResult, reason: str, stage: str, message: str) -> GateResult:
-    res.kept, res.reason, res.stage, res.message = False, reason, stage, message
-    return res
+def _in_function(nodeid: str, fn: str) -> bool:
+    parts = nodeid.split("::")[1:]
+    return any(p.split("[", 1)[0] == fn for p in parts)
 
 
-def _failure_message(rep: RunReport) -> str:
-    for t in rep.tests:
-        if t.outcome == "failed":
-            return f"{t.nodeid} failed in {t.when}: {t.exc_type}\n{t.message}".strip()
-    if rep.collect_errors:
-        return "collection error: " + rep.collect_errors[0]["message"][-600:]
-    return f"pytest exit {rep.returncode}: {rep.stderr_tail[-600:]}"
+def _file_reject(entry: GateEntry, reason: str, stage: str, message: str, started=None) -> GateEntry:
+    entry.unit = "file"
+    entry.file_reason, entry.stage, entry.message = reason, stage, message
+    entry.tests = []
+    if started is not None:
+        entry.wall_s = round(time.monotonic() - started, 3)
+    return entry

@@ -131,6 +131,7 @@ class TestEvent:
     xfail: bool
     duration: float
     message: str = ""  # the end of pytest's failure text: feedback for generators only, never a verdict
+    errno: int | None = None  # of an OSError the test raised (EFBIG: the file-size limit)
 
 
 @dataclass
@@ -150,7 +151,15 @@ class RunReport:
     tests: list[TestEvent] = field(default_factory=list)
     modules: dict[str, str | None] = field(default_factory=dict)
     stderr_tail: str = ""
-    sources_changed: list[str] = field(default_factory=list)
+    sources_changed: list[str] = field(default_factory=list)  # what the run changed in the sandbox
+    signal: int | None = None  # the signal that ended pytest (SIGXCPU: the CPU limit)
+    cpu_s: float = 0.0
+    max_rss_kb: int = 0
+    isolation: str = "none"
+    argv: list[str] = field(default_factory=list)  # the command, without the exec prefix
+    begun: list[str] = field(default_factory=list)  # node ids whose run started, in order
+    audit: list[dict] = field(default_factory=list)  # the probe's audit events (untrusted runs)
+    log_problems: list[str] = field(default_factory=list)  # malformed event lines
 
     def failures(self) -> list[TestEvent]:
         return [t for t in self.tests if t.outcome == "failed"]

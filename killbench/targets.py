@@ -110,7 +110,9 @@ def sha256_file(path: Path) -> str:
 
 def _run(cmd: list[str], what: str, target: str, cwd: Path | None = None,
          env: dict | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    from .executor import run_trusted
+
+    proc = run_trusted(cmd, cwd=cwd, env=env)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
         raise TargetError(target, f"{what} failed (exit {proc.returncode}):\n  " + "\n  ".join(tail))

@@ -10,7 +10,10 @@ JSON file named in ``KILLBENCH_PROBE_CONFIG``:
     exclude    node ids to drop (flaky tests found at baseline)
     modules    import names whose ``__file__`` is recorded at the end
     seed       seed ``random`` before each test from the node id (bool)
+    order      null, or "reverse": run the selected tests in reverse order
     coverage   null, or {"data_file", "include", "out"} for per-test coverage
+    audit      null, or {"sources", "library", "scratch", "writable", "readonly"}: record
+               what an untrusted test does that no test should (see the end of this file)
 
 Events are flushed one per line as they happen, so a run killed by a timeout
 still shows how far it got.
@@ -21,6 +24,7 @@ import json
 import os
 import random
 import sys
+import sysconfig
 
 import pytest
 
@@ -97,12 +101,16 @@ def pytest_collection_modifyitems(session, config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    if cfg.get("order") == "reverse":
+        items.reverse()
     _emit({"event": "collected", "collected": len(seen), "selected": len(keep),
            "missing": missing})
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
+    _emit({"event": "begin", "nodeid": item.nodeid})
+    _AUDIT["test"] = item.nodeid
     if _config().get("seed", True):
         digest = hashlib.sha256(item.nodeid.encode("utf-8")).digest()
         random.seed(int.from_bytes(digest[:8], "big"))
@@ -111,20 +119,26 @@ def pytest_runtest_protocol(item, nextitem):
     return None
 
 
+def pytest_runtest_logfinish(nodeid, location):
+    _AUDIT["test"] = None
+
+
 def pytest_runtest_makereport(item, call):
     if call.excinfo is not None:
         etype = call.excinfo.type
         # pytest.fail / a pytest.raises that did not raise is an assertion in all but name
         asserted = issubclass(etype, (AssertionError, pytest.fail.Exception))
-        _EXC[(item.nodeid, call.when)] = (etype.__module__ + "." + etype.__qualname__, asserted)
+        errno = getattr(call.excinfo.value, "errno", None)
+        _EXC[(item.nodeid, call.when)] = (etype.__module__ + "." + etype.__qualname__, asserted,
+                                          errno if isinstance(errno, int) else None)
     return None
 
 
 def pytest_runtest_logreport(report):
-    exc = _EXC.pop((report.nodeid, report.when), (None, False))
+    exc = _EXC.pop((report.nodeid, report.when), (None, False, None))
     event = {"event": "test", "nodeid": report.nodeid, "when": report.when,
              "outcome": report.outcome, "exc_type": exc[0], "assertion": exc[1],
-             "xfail": bool(getattr(report, "wasxfail", False)),
+             "errno": exc[2], "xfail": bool(getattr(report, "wasxfail", False)),
              "duration": round(report.duration, 6)}
     if report.failed:
         # feedback text for a generator's next attempt; never read to decide a verdict
@@ -157,6 +171,7 @@ def _write_coverage():
 
 
 def pytest_sessionfinish(session, exitstatus):
+    _AUDIT["on"] = False  # coverage and pytest's own reporting read sources legitimately
     if _COV is not None:
         _write_coverage()
     modules = {}
@@ -165,3 +180,119 @@ def pytest_sessionfinish(session, exitstatus):
         modules[name] = getattr(mod, "__file__", None) if mod is not None else None
     _emit({"event": "finish", "exitstatus": int(exitstatus), "modules": modules,
            "testsfailed": session.testsfailed, "testscollected": session.testscollected})
+
+
+# ---------------------------------------------------------------- untrusted tests
+#
+# An audit hook (PEP 578) sees every file this process opens. While an untrusted test is
+# collected or runs, two things are recorded as "audit" events, with the test's node id:
+#
+#   write        a file opened for writing (or renamed, removed, created, linked, chmod-ed)
+#                outside the run's writable directories: the sandbox copy, the target's
+#                environment and the rest of the machine are not the test's to change;
+#   read-source  one of the target's source files opened for reading by code the test
+#                controls (the candidate file, or code it built with exec/compile), not by
+#                the import system and not by the library itself: a test that reads the
+#                code under test is looking at the mutant's text, not its behaviour.
+#
+# The hook only labels: the sandbox's mounts and its checks after each run enforce.
+
+_AUDIT = {"on": False, "test": None, "busy": False}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_MUTATING = {"os.rename": (0, 1), "os.replace": (0, 1), "os.remove": (0,), "os.unlink": (0,),
+             "os.rmdir": (0,), "os.mkdir": (0,), "os.symlink": (1,), "os.link": (1,),
+             "os.chmod": (0,), "os.chown": (0,), "os.truncate": (0,), "os.utime": (0,),
+             "shutil.copyfile": (1,), "shutil.rmtree": (0,), "shutil.move": (1,)}
+_IMPORT_FRAMES = {"_find_and_load", "_load_unlocked", "_exec", "_load"}
+
+
+def _path_of(value):
+    if isinstance(value, int):
+        return None
+    try:
+        return os.path.abspath(os.fsdecode(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _inside(path, roots):
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _by_test_code(frame, infrastructure, library):
+    """Whether the innermost frame outside the standard library, pytest and this probe is
+    code the test controls: not the target's own modules or their dependencies (a library
+    may read its own files), and not the import system (which reads a source to run it)."""
+    while frame is not None:
+        code = frame.f_code
+        name = code.co_filename
+        if name.startswith("<frozen"):
+            if code.co_name in _IMPORT_FRAMES:
+                return False
+        elif not _inside(name, infrastructure):
+            return not _inside(name, library)
+        frame = frame.f_back
+    return False
+
+
+def _start_audit():
+    spec = _config().get("audit")
+    if not spec:
+        return
+    sources = {os.path.abspath(p) for p in spec.get("sources", ())}
+    writable = [os.path.abspath(p) for p in spec.get("writable", ())] + ["/dev/", "/proc/self/"]
+    scratch = [os.path.abspath(p) for p in spec.get("scratch", ())]
+    readonly = [os.path.abspath(p) for p in spec.get("readonly", ())]
+
+    def may_write(path):
+        if _inside(path, scratch):
+            return True
+        return _inside(path, writable) and not _inside(path, readonly)
+
+    infrastructure = [sysconfig.get_paths()["stdlib"], os.path.dirname(os.path.abspath(__file__))]
+    for mod in ("pytest", "_pytest", "pluggy", "coverage"):
+        m = sys.modules.get(mod)
+        if m is not None and getattr(m, "__file__", None):
+            infrastructure.append(os.path.dirname(os.path.abspath(m.__file__)))
+    library = [os.path.abspath(p) for p in spec.get("library", ())]
+    report = os.path.abspath(_config().get("report", "")) if _config().get("report") else None
+
+    def record(kind, path):
+        _AUDIT["busy"] = True
+        try:
+            _emit({"event": "audit", "kind": kind, "path": path, "nodeid": _AUDIT["test"]})
+        finally:
+            _AUDIT["busy"] = False
+
+    def hook(event, args):
+        if not _AUDIT["on"] or _AUDIT["busy"]:
+            return
+        if event == "open":
+            path = _path_of(args[0])
+            if path is None or path == report:
+                return
+            mode, flags = args[1], args[2] if len(args) > 2 else 0
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
+                (mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS)
+            if writing:
+                if not may_write(path):
+                    record("write", path)
+            elif path in sources or (path.endswith(".pyc") and path[:-1] in sources):
+                _AUDIT["busy"] = True
+                try:
+                    by_test = _by_test_code(sys._getframe(1), infrastructure, library)
+                finally:
+                    _AUDIT["busy"] = False
+                if by_test:
+                    record("read-source", path)
+        elif event in _MUTATING:
+            for i in _MUTATING[event]:
+                path = _path_of(args[i]) if i < len(args) else None
+                if path is not None and not may_write(path):
+                    record("write", path)
+
+    sys.addaudithook(hook)
+    _AUDIT["on"] = True
+
+
+_start_audit()

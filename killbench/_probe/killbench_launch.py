@@ -1,0 +1,75 @@
+"""The exec prefix of every sandboxed run: set the child's limits, then become the command.
+
+killbench runs it as ``PYTHON -I -S killbench_launch.py SPEC -- COMMAND...`` (SPEC is a
+JSON object). It applies, in this order and in the child's own process rather than in a
+``preexec_fn`` (unsafe in a process with threads, and killbench gates from a thread pool):
+
+    rlimits     {"RLIMIT_AS": n, ...}: set as soft and hard limit (CPU: hard = soft + 5)
+    gid, uid    drop to this unprivileged user (inside the sandbox only), with no
+                supplementary groups and no way to gain privileges again
+    pdeathsig   the child gets this signal when killbench's thread that started it ends
+                (set after the uid change, which would clear it)
+    no_aslr     exec without address-space randomisation (CPython 3.11 hashes of None
+                and of plain objects are addresses: set order would vary per process)
+
+then ``os.execv`` the command, so the limits and the user apply to it and its children.
+Standard library only: it runs with the target environment's interpreter.
+"""
+
+import ctypes
+import json
+import os
+import resource
+import sys
+
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+ADDR_NO_RANDOMIZE = 0x0040000
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def main(argv):
+    if len(argv) < 3 or argv[1] != "--":
+        sys.stderr.write("usage: killbench_launch.py SPEC -- COMMAND...\n")
+        return 127
+    spec = json.loads(argv[0])
+    command = argv[2:]
+    for name, value in spec.get("rlimits", {}).items():
+        which = getattr(resource, name)
+        hard = value + 5 if name == "RLIMIT_CPU" else value
+        resource.setrlimit(which, (value, hard))
+    libc = _libc()
+    if spec.get("uid") is not None:
+        os.setgroups([])
+        os.setgid(int(spec["gid"]))
+        os.setuid(int(spec["uid"]))
+        if os.getuid() == 0 or os.geteuid() == 0:
+            sys.stderr.write("killbench_launch: could not drop root\n")
+            return 126
+    if libc is not None:
+        # after the uid change, which clears a parent-death signal set before it
+        if spec.get("pdeathsig"):
+            libc.prctl(PR_SET_PDEATHSIG, int(spec["pdeathsig"]), 0, 0, 0)
+            if spec.get("parent") and os.getppid() != spec["parent"]:
+                return 137  # killbench is already gone
+        if spec.get("no_aslr"):
+            current = libc.personality(0xFFFFFFFF)
+            if current != -1:
+                libc.personality(current | ADDR_NO_RANDOMIZE)
+        if spec.get("uid") is not None:
+            libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    try:
+        os.execv(command[0], command)
+    except OSError as exc:
+        sys.stderr.write(f"killbench_launch: cannot execute {command[0]}: {exc}\n")
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
