@@ -30,6 +30,7 @@ import ast
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
 import tempfile
@@ -762,7 +763,7 @@ class AmplifyGenerator:
         """Run programs in the sandbox's current code; (id -> outcomes, wall seconds)."""
         if not programs:
             return {}, 0.0
-        work = Path(tempfile.mkdtemp(dir=sb.root))
+        work = sb.scratch()
         cfg = {"mode": "replay", "out": str(work / "out.jsonl"), "step_timeout": self.step_timeout,
                "seconds": seconds, "seeds": list(seeds), "max_timeouts": max_timeouts,
                "modules": list(sb.target.import_names),
@@ -771,7 +772,7 @@ class AmplifyGenerator:
         start = time.monotonic()
         report, _ = sb.run_pytest(["-p", "_amplify_plugin", f"--amplify-config={work / 'config.json'}"],
                                   select=None, exclude=[], timeout=seconds * 2 + 60,
-                                  extra_paths=[str(lib)])
+                                  extra_paths=[str(lib)], writable=[work])
         wall = time.monotonic() - start
         out = {}
         path = work / "out.jsonl"
@@ -825,10 +826,14 @@ class AmplifyGenerator:
                 reports[task.id] = TaskReport("skipped: no covering test (runs at import)")
             else:
                 eligible.append(task)
-        root = Path(tempfile.mkdtemp(prefix="killbench-amplify-"))
+        from killbench.locations import cache_subdir
+
+        root = Path(tempfile.mkdtemp(prefix="amplify-", dir=cache_subdir("tmp")))
+        os.chmod(root, 0o755)
         totals = Counter()
         try:
-            sb = Sandbox(target, root / "sandbox")
+            sb = Sandbox(target, root / "sandbox", trusted=False,
+                         isolation=getattr(ctx, "isolation", "none"))
             lib = root / "lib"
             lib.mkdir()
             shutil.copy(PLUGIN, lib / "_amplify_plugin.py")
@@ -893,13 +898,19 @@ class AmplifyGenerator:
             shutil.rmtree(root, ignore_errors=True)
             summary = self._summary(ctx, reports, totals, time.monotonic() - started)
             self.last_summary = summary
+            if getattr(ctx, "report", None) is not None:
+                ctx.report({k: summary[k] for k in ("search_calls", "confirm_calls", "confirm_failed",
+                                                    "search_programs", "search_seconds",
+                                                    "replay_seconds", "trace_seconds",
+                                                    "recorded_programs", "calls_recorded")})
             ctx.log("amplify-summary " + json.dumps(summary, sort_keys=True))
 
     def _trace(self, sb, lib, target, baseline, tasks):
         selected = sorted({t for task in tasks for t in task.covered_by
                            if t in set(baseline.tests)})
-        cfg_path = sb.root / "amplify-trace.json"
-        out = sb.root / "amplify-trace.jsonl"
+        work = sb.scratch()
+        cfg_path = work / "amplify-trace.json"
+        out = work / "amplify-trace.jsonl"
         cfg = {"mode": "trace", "out": str(out), "import_names": list(target.import_names),
                "modules": sorted(module_name(sf.module_path) for sf in target.sources),
                "tasks": sorted({(t.module, t.function) for t in tasks})}
@@ -909,7 +920,7 @@ class AmplifyGenerator:
                                    *target.spec.tests],
                                   select=selected, exclude=baseline.excluded,
                                   timeout=baseline.timeout_for(selected, 10.0, 120.0),
-                                  extra_paths=[str(lib)])
+                                  extra_paths=[str(lib)], writable=[work])
         wall = time.monotonic() - start
         families = []
         if out.exists():

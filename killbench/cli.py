@@ -186,17 +186,51 @@ def doctor(target: str, jobs, sample, seed, json_path) -> None:
     sys.exit(int(ExitCode.CHECK_FAILED) if failed else 0)
 
 
+def _resume_command(out: Path) -> str:
+    import shlex
+
+    args = list(sys.argv[1:])
+    if "--out" not in args and not any(a.startswith("--out=") for a in args):
+        args += ["--out", str(out)]
+    return "killbench " + " ".join(shlex.quote(a) for a in args)
+
+
+def _progress_printer(what: str):
+    """A plain line now and then (on a terminal too): long work is never silent."""
+    import time
+
+    last = [0.0]
+
+    def show(name, done, total):
+        now = time.monotonic()
+        if done == total or now - last[0] > 15:
+            last[0] = now
+            click.echo(f"killbench: {what} {name}: {done} / {total}", err=True)
+
+    return show
+
+
 @main.command()
 @click.option("--generator", "-g", default="amplify", show_default=True,
               help="A registered generator name or module:attr.")
 @click.option("--model", "-m", default=None, help="provider/model, e.g. openai/gpt-4.1.")
 @click.option("--targets", "-t", default=None,
               help="Comma-separated pins or project directories (default: cachetools).")
-@click.option("--budget", type=click.IntRange(min=1), default=200_000, show_default=True,
-              help="Token ceiling per target, the same for every generator.")
+@click.option("--budget", type=click.IntRange(min=1), default=None,
+              help="Token ceiling per target (default: the benchmark's rules, manifests/rules.toml).")
+@click.option("--gate-calls", type=click.IntRange(min=1), default=None,
+              help="Distinct tests a generator may gate per target (default: the rules').")
+@click.option("--seconds", type=click.FloatRange(min=1), default=None,
+              help="Wall time of generation per target (default: the rules').")
+@click.option("--isolation", type=click.Choice(["bwrap", "none"]), default=None,
+              help="How generated tests are isolated (default: the rules', bwrap); `none` runs "
+                   "them as plain processes and is recorded as outside the rules.")
+@click.option("--gate-timeout", type=click.FloatRange(min=1), default=None,
+              help="Seconds each gate run may take (default: the rules').")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Run directory (default: runs/<time>-<generator>).")
+              help="Run directory (default: runs/<time>-<generator>); an interrupted run in it "
+                   "is resumed.")
 @click.option("--base-url", default=None, help="Base URL of an OpenAI- or Anthropic-compatible server.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the response cache.")
 @click.option("--option", "-o", "opts", multiple=True, metavar="KEY=VALUE",
@@ -204,8 +238,13 @@ def doctor(target: str, jobs, sample, seed, json_path) -> None:
 @click.option("--score/--no-score", default=True, show_default=True,
               help="Score the run when it ends (same as `killbench score RUN_DIR`).")
 @_jobs_option
-def run(generator, model, targets, budget, seed, out, base_url, no_cache, opts, score, jobs) -> None:
+def run(generator, model, targets, budget, gate_calls, seconds, isolation, gate_timeout, seed, out,
+        base_url, no_cache, opts, score, jobs) -> None:
     """Run a generator on targets' task sets; every test it writes goes through the gate."""
+    from datetime import datetime, timezone
+
+    from . import executor
+    from .render import render_score
     from .run import DEFAULT_TARGETS, run_generator
 
     options = {}
@@ -214,22 +253,37 @@ def run(generator, model, targets, budget, seed, out, base_url, no_cache, opts, 
         if not sep:
             raise click.BadParameter(f"{o!r} is not KEY=VALUE", param_hint="--option")
         options[key] = value
-    names = [t.strip() for t in targets.split(",")] if targets else list(DEFAULT_TARGETS)
-    path = run_generator(generator, names, model=model, budget=budget, seed=seed, out=out,
-                         jobs=jobs, options=options, base_url=base_url, no_cache=no_cache)
+    if targets is not None:
+        names = [t.strip() for t in targets.split(",")]
+        if not any(names) or not all(names):
+            raise click.BadParameter("give one or more targets, separated by commas", param_hint="--targets")
+    else:
+        names = list(DEFAULT_TARGETS)
+    if out is None:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in generator)
+        out = Path("runs") / f"{stamp}-{safe}"
+    try:
+        path = run_generator(generator, names, model=model, budget=budget, gate_calls=gate_calls,
+                             seconds=seconds, seed=seed, out=out, jobs=jobs, options=options,
+                             base_url=base_url, no_cache=no_cache, gate_timeout=gate_timeout,
+                             isolation=isolation)
+    except KeyboardInterrupt:
+        executor.kill_all()
+        click.echo(f"killbench: interrupted; everything done so far is in {out}. To resume: "
+                   f"{_resume_command(out)}", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
     summary = json.loads((path / "summary.json").read_text())
     for name, s in summary.items():
-        rejected = {k.split(":", 1)[1]: v for k, v in s.items() if k.startswith("rejected:")}
-        click.echo(f"{name}: {s.get('attempts', 0)} tests written, {s.get('kept', 0)} kept by the gate "
-                   f"(of {s['tasks']} tasks); rejected: "
-                   + (", ".join(f"{k} {v}" for k, v in sorted(rejected.items())) or "none"))
+        rejected = ", ".join(f"{k} {v}" for k, v in sorted(s["rejected"].items())) or "none"
+        click.echo(f"{name}: {s['files']} files with {s['tests']} tests written, {s['kept_tests']} "
+                   f"tests kept in {s['kept_files']} files (of {s['tasks']} tasks); rejected: {rejected}")
         if s.get("stopped"):
-            click.echo(f"{name}: {s['stopped']}")
+            click.echo(f"{name}: stopped: {s['stopped']}")
     if score:
-        from .score import render_score, score_run
+        from .score import score_run
 
-        result = score_run(path, jobs=jobs)
-        (path / "score.json").write_text(json.dumps(result, indent=1, sort_keys=True))
+        result = score_run(path, jobs=jobs, progress=_progress_printer("scoring"))
         click.echo("")
         click.echo(render_score(result))
     click.echo(f"run directory: {path}")
@@ -246,12 +300,14 @@ def run(generator, model, targets, budget, seed, out, base_url, no_cache, opts, 
 @_jobs_option
 @click.option("--resamples", type=click.IntRange(min=1000), default=10_000, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-def score(run_dir: Path, jobs, resamples, seed) -> None:
+@click.option("--fresh", is_flag=True, help="Run the kill matrices again even if the run has them.")
+def score(run_dir: Path, jobs, resamples, seed, fresh) -> None:
     """Score RUN_DIR against the benchmark (no model call); writes score.json."""
-    from .score import render_score, score_run
+    from .render import render_score
+    from .score import score_run
 
-    result = score_run(run_dir, jobs=jobs, resamples=resamples, seed=seed)
-    (run_dir / "score.json").write_text(json.dumps(result, indent=1, sort_keys=True))
+    result = score_run(run_dir, jobs=jobs, resamples=resamples, seed=seed, fresh=fresh,
+                       progress=_progress_printer("scoring"))
     click.echo(render_score(result))
     click.echo(f"wrote {run_dir / 'score.json'}")
 

@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import InvariantError
 from .workspace import exclusive
 from .harness import (decided_without_run, enumerate_target, load_or_run_baseline, reach_all,
                       run_mutants, summarize, workdir_for)
@@ -220,7 +221,7 @@ def _counts_check(target, workdir: Path, candidates: list[Candidate], reaches, s
         ok = True
         observed = (f"on {where}: {sum(s['verdicts'].values())} = {s['mutants']} mutants; task set "
                     f"{s['task_set']} = survived reachable killable {s['survived_reachable']}")
-    except AssertionError as exc:
+    except InvariantError as exc:
         ok, observed = False, f"an invariant failed on {where}: {exc}"
     return Check("the counts add up",
                  "verdict buckets sum to the total; task set = survived and reachable and not unkillable",

@@ -18,6 +18,7 @@ class ExitCode(enum.IntEnum):
     USER_ERROR = 2  # bad input: the message says what to change
     TARGET_ERROR = 3  # the target could not be prepared or its suite fails on clean code
     HARNESS_ERROR = 4  # the instrument could not give a trustworthy answer
+    GENERATOR_ERROR = 5  # the generator or its model failed: the run is incomplete (resumable)
     INTERRUPTED = 130
 
 
@@ -41,6 +42,19 @@ class TargetError(KillbenchError):
     def __init__(self, target: str, message: str):
         super().__init__(f"target {target}: {message}")
         self.target = target
+
+
+class GeneratorError(KillbenchError):
+    """A generator raised, yielded something that is not a test, or its model failed."""
+
+    exit_code = ExitCode.GENERATOR_ERROR
+
+
+class InvariantError(KillbenchError):
+    """A count or set that must hold by construction does not: a bug in killbench or a
+    forged record. Raised, never asserted, so it holds under ``python -O`` too."""
+
+    exit_code = ExitCode.HARNESS_ERROR
 
 
 class HarnessError(KillbenchError):

@@ -86,8 +86,7 @@ class GateEntry(Record):
     target: str
     candidate: str  # sha256[:16] of the file's bytes
     task: str | None  # the mutant it was written for (None: no task)
-    attempt: int = 1
-    meta: dict = Field(default_factory=dict)
+    asked_by: Literal["generator", "harness"] = "harness"  # ctx.gate, or the gating of a yield
     unit: Literal["test", "file"] = "test"
     file_reason: str | None = None  # the file was rejected as a whole (before any test ran)
     stage: str = "intake"
@@ -185,7 +184,8 @@ class KillRun(Record):
     cells: dict[str, CellStatus]  # row key -> status
     duration_s: float = 0.0
     timed_out: bool = False
-    flags: list[str] = Field(default_factory=list)  # tampering, source reads, harness errors
+    flags: dict[str, list[str]] = Field(default_factory=dict)  # row key ("*": the file) -> what
+    # the run saw it do that no test should: a write outside its directory, a read of the source
 
 
 class KillMatrix(Record):
@@ -273,3 +273,58 @@ def write(path: Path, record: Record) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(record.dump(), indent=1, sort_keys=True))
     os.replace(tmp, path)
+
+
+class Submission(Record):
+    """One test file a generator yielded: what the funnel and scoring start from."""
+
+    target: str
+    candidate: str
+    task: str | None
+    attempt: int = 1
+    meta: dict = Field(default_factory=dict)
+
+
+class GeneratorInfo(Record):
+    ref: str
+    name: str
+    version: str
+    needs_model: bool = True
+    code: dict = Field(default_factory=dict)  # module, sha256 of its file, distribution
+    prompts: dict = Field(default_factory=dict)
+
+
+class TargetConfig(Record):
+    ref: str
+    version: str | None = None
+    fingerprint: str
+    population: str  # "manifest <digest>" or "mutate <fingerprint>"
+    tasks: int
+    budgets: Budgets
+
+
+class RunConfig(Record):
+    """What a run was asked to do and under which rules; what a resumed run must match."""
+
+    schema_version: int = 2
+    killbench: str
+    manifest_digest: str | None = None
+    generator: GeneratorInfo
+    model: str | None = None
+    seed: int = 0
+    options: dict = Field(default_factory=dict)
+    isolation: str
+    gate_timeout_s: float
+    overrides: dict = Field(default_factory=dict)  # budgets set on the command line
+    rules: dict = Field(default_factory=dict)
+    outside_rules: list[str] = Field(default_factory=list)  # what differs from the rules
+    target_refs: list[str]
+    targets: dict[str, TargetConfig] = Field(default_factory=dict)
+    started_at: str
+
+    def identity(self) -> dict:
+        """The fields a resumed run must share with the interrupted one."""
+        d = self.dump()
+        for k in ("targets", "started_at"):
+            d.pop(k)
+        return d

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -107,6 +108,31 @@ class ProcessResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# ---------------------------------------------------------------- CPU accounting
+
+_account = threading.local()
+
+
+class CpuCounter:
+    """CPU seconds of the children a thread ran (a generator's own search, say)."""
+
+    def __init__(self):
+        self.cpu_s = 0.0
+        self.runs = 0
+
+
+@contextmanager
+def accounting(counter: CpuCounter | None):
+    """Charge the CPU time of every run this thread makes inside the block to `counter`
+    (None: to nobody, e.g. the gate's runs inside a generator's ctx.gate call)."""
+    previous = getattr(_account, "counter", None)
+    _account.counter = counter
+    try:
+        yield counter
+    finally:
+        _account.counter = previous
 
 
 # ---------------------------------------------------------------- process groups in flight
@@ -287,6 +313,10 @@ def run(spawn: Spawn, on_start=None) -> ProcessResult:
             _active.discard(pgid)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - start
+    counter = getattr(_account, "counter", None)
+    if counter is not None:
+        counter.cpu_s += usage.ru_utime + usage.ru_stime
+        counter.runs += 1
     sig = -proc.returncode if proc.returncode < 0 else None
     tail = _tail(spawn.stdout) + "\n" + _tail(spawn.stderr)
     return ProcessResult(

@@ -349,12 +349,12 @@ class Gate:
         with self._rng_lock:
             return random.Random(self._rng.getrandbits(64))
 
-    def check(self, source, mutant: Mutant | None, *, target: str = "", attempt: int = 1,
-              meta: dict | None = None) -> GateEntry:
+    def check(self, source, mutant: Mutant | None, *, target: str = "",
+              asked_by: str = "harness") -> GateEntry:
         started = time.monotonic()
         cid = candidate_id(source) if isinstance(source, str) else "0" * 16
         entry = GateEntry(target=target, candidate=cid, task=mutant.id if mutant else None,
-                          attempt=attempt, meta=meta or {},
+                          asked_by=asked_by,
                           size=len(source_bytes(source)) if isinstance(source, str) else 0)
         reason, message = intake(source)
         if reason:
@@ -460,7 +460,9 @@ class Gate:
             entry.tests = decide(collected, phases, mutant is not None, scan)
             entry.stage = MUTANT_DISGUISED if mutant is not None and alive else CLEAN
             kept = [t for t in entry.tests if t.kept]
-            entry.message = kept[0].message if kept else None
+            rejected = [t for t in entry.tests if not t.kept]
+            # what a generator's next attempt is told: the kill, or the first rejection
+            entry.message = kept[0].message if kept else (rejected[0].message if rejected else None)
         finally:
             sb.remove_file(sb.tree / rel)
 

@@ -67,20 +67,35 @@ class CandidateTest:
 
 @dataclass
 class GenerationContext:
+    """What a generator is given for one target (every field is listed in docs/generators.md)."""
+
     target: str
     sources: dict[str, str]  # path -> text of every mutated source file
     modules: dict[str, str]  # path -> importable module name
     test_files: list[str]  # the suite's test files, relative to the target's root
     tasks: list[Task]
     model: Any  # a killbench.models.ModelClient, or None
-    budget: Any  # a killbench.models.Budget, or None
-    gate: Callable[[str, str | None], Any]  # (test source, task id or None) -> GateResult
+    budget: Any  # the target's token budget (killbench.models.Budget), or None
+    gate: Callable[[str, str | None], Any]  # (test source, task id or None) -> GateEntry
     seed: int = 0
     options: dict = field(default_factory=dict)
     read_test: Callable[[str], str] | None = None  # text of one of the suite's test files
     log: Callable[[str], None] = print
     prepared: Any = None  # the PreparedTarget, for model-free generators that run code
     baseline: Any = None
+    budgets: Any = None  # killbench.evidence.Budgets: tokens, gate calls, seconds for this target
+    python: Any = None  # the interpreter of the target's environment (a Path)
+    execute: Callable[..., Any] | None = None  # run a command with the target importable (see docs)
+    report: Callable[[dict], None] | None = None  # the generator's own metrics, into the summary
+    stopping: Callable[[], bool] = lambda: False  # True once a budget is spent: stop soon
+    isolation: str = "none"  # the level every run of a test gets
+    deadline: float | None = None  # time.monotonic() when the wall-time budget ends
+
+    def seconds_left(self) -> float | None:
+        """Seconds of the wall-time budget left (None: no limit)."""
+        import time
+
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
 
 class Generator(Protocol):

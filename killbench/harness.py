@@ -25,7 +25,7 @@ from tqdm import tqdm
 from . import __version__
 from .baseline import Baseline, run_baseline
 from .config import TargetSpec
-from .errors import HarnessError
+from .errors import HarnessError, InvariantError
 from .journal import Journal, set_aside
 from .locations import cache_subdir
 from .mutate import Candidate, default_operators, enumerate_file
@@ -119,10 +119,14 @@ class MutationRun:
 
 
 def summarize(records: list[MutantRecord]) -> dict:
-    """Counts by verdict and the survivor split, with the invariants asserted."""
+    """Counts by verdict and the survivor split, with the invariants checked (raised as
+    InvariantError, so that they hold under `python -O` too)."""
+    from .population import is_task
+
     verdicts = Counter(r.outcome.verdict for r in records)
-    for v in verdicts:
-        assert v in VERDICTS, v
+    unknown = sorted(set(verdicts) - set(VERDICTS))
+    if unknown:
+        raise InvariantError(f"verdicts outside the known buckets: {unknown}")
     kinds = Counter(r.outcome.killed_by.kind for r in records
                     if r.outcome.verdict == "killed" and r.outcome.killed_by)
     survived = [r for r in records if r.outcome.verdict == "survived"]
@@ -130,13 +134,22 @@ def summarize(records: list[MutantRecord]) -> dict:
     surv_unkillable = [r for r in survived if r.mutant.unkillable]
     surv_reach = [r for r in survived if not r.mutant.unkillable and r.reach.reachable]
     surv_unreached = [r for r in survived if not r.mutant.unkillable and not r.reach.reachable]
-    task_set = sorted(r.mutant.id for r in records if r.outcome.verdict == "survived"
-                      and r.reach.reachable and not r.mutant.unkillable)
+    task_set = sorted(r.mutant.id for r in records
+                      if is_task(r.outcome.verdict, r.reach.reachable, r.mutant.unkillable))
     total = len(records)
-    assert sum(verdicts.values()) == total
-    assert len(surv_reach) + len(surv_unreached) + len(surv_unkillable) == len(survived)
-    assert task_set == sorted(r.mutant.id for r in surv_reach)
-    assert sum(kinds.values()) == verdicts.get("killed", 0)
+    checks = [
+        (sum(verdicts.values()) == total, f"verdict buckets sum to {sum(verdicts.values())}, "
+                                          f"not to the {total} mutants"),
+        (len(surv_reach) + len(surv_unreached) + len(surv_unkillable) == len(survived),
+         "survivors split into reachable, unreached and unkillable do not add up"),
+        (task_set == sorted(r.mutant.id for r in surv_reach),
+         "the task set is not the reachable, killable survivors"),
+        (sum(kinds.values()) == verdicts.get("killed", 0),
+         f"kill kinds sum to {sum(kinds.values())}, not to the {verdicts.get('killed', 0)} kills"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise InvariantError(message)
     killable_ran = [r for r in records if not r.mutant.unkillable
                     and r.outcome.verdict in ("killed", "survived", "timeout")]
     return {

@@ -29,13 +29,14 @@ import tomli
 
 from . import __version__
 from .config import TargetSpec
-from .errors import KillbenchError, UserError
+from .errors import InvariantError, KillbenchError, UserError
 from .workspace import exclusive
 from .harness import (enumerate_target, load_or_run_baseline, reach_all, run_candidates,
                       summarize, workdir_for)
 from .journal import Journal
 from .locations import repo_root
 from .mutate import Candidate, default_operators, held_out_operators
+from .population import is_task, split
 from .records import MutantRecord
 from .runner import RunSettings
 from .targets import prepare
@@ -129,8 +130,8 @@ def _build_manifest(spec: TargetSpec, target, settings: BuildSettings, jobs: int
         sampled = ranked[: settings.max_mutants]
         first = run_candidates(target, baseline, sampled, reaches, journal, jobs, run_settings,
                                show_progress, f"{spec.name} (sample)")
-        task = {r.mutant.id for r in first if r.outcome.verdict == "survived"
-                and r.reach.reachable and not r.mutant.unkillable}
+        task = {r.mutant.id for r in first
+                if is_task(r.outcome.verdict, r.reach.reachable, r.mutant.unkillable)}
         task_functions = {everything[i].mutant.function for i in task}
         family = _pick_held_out_family(all_family, task_functions, settings)
         chosen = {c.mutant.id for c in sampled} | {c.mutant.id for c in family}
@@ -167,13 +168,14 @@ def _assemble(target, baseline, records: list[MutantRecord], task: set, roles: d
     population is everything else that is valid and killable."""
     sample = [r for r in records if roles[r.mutant.id] == "sample"]
     counts = summarize(sample)
-    held_out = sorted(r.mutant.id for r in records if r.mutant.id not in task
-                      and r.outcome.verdict != "invalid" and not r.mutant.unkillable)
+    rows = [{"id": r.mutant.id, "verdict": r.outcome.verdict, "reachable": r.reach.reachable,
+             "unkillable": r.mutant.unkillable, "role": roles[r.mutant.id]} for r in records]
+    task_sorted, held_out = split(rows)
     unkillable = {r.mutant.id: r.mutant.unkillable for r in records if r.mutant.unkillable}
-    task_sorted = sorted(task)
-    assert not set(held_out) & task, "the held-out population overlaps the task set"
-    assert task_sorted == sorted(r.mutant.id for r in sample if r.outcome.verdict == "survived"
-                                 and r.reach.reachable and not r.mutant.unkillable)
+    if task_sorted != sorted(task):
+        raise InvariantError("the manifest's task set is not the task-set rule over its sample")
+    if set(held_out) & set(task_sorted):
+        raise InvariantError("the held-out population overlaps the task set")
     by_id = {r.mutant.id: r for r in records}
     task_fns = sorted({by_id[i].mutant.function or "<module>" for i in task})
     held_fn = Counter(by_id[i].mutant.function or "<module>" for i in held_out)

@@ -50,3 +50,29 @@ def load_generator(ref: str, options: dict | None = None):
             raise UserError(f"generator {ref!r} has no `{attr}`: a generator needs name, version "
                             "and generate(ctx) (see docs/generators.md)")
     return gen
+
+
+def code_identity(gen) -> dict:
+    """What names a generator's code in a run and a bundle: its module, the sha256 of that
+    module's file, and the distribution (name and version) that installed it, if any."""
+    import hashlib
+    import sys
+    from importlib.metadata import packages_distributions, version
+
+    module = getattr(type(gen), "__module__", None) if not isinstance(gen, type) else gen.__module__
+    if module in (None, "builtins"):
+        module = getattr(gen, "__module__", None)
+    out: dict = {"module": module}
+    mod = sys.modules.get(module or "")
+    path = getattr(mod, "__file__", None)
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                out["sha256"] = hashlib.sha256(fh.read()).hexdigest()
+        except OSError:
+            pass
+    top = (module or "").split(".")[0]
+    dists = packages_distributions().get(top, [])
+    if dists:
+        out["distribution"] = f"{dists[0]} {version(dists[0])}"
+    return out

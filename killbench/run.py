@@ -1,18 +1,23 @@
-"""Drive one generator over targets' task sets into a self-contained run directory.
+"""Drive one generator over targets' task sets into a self-contained, resumable run directory.
 
-A run directory holds everything `score`, `bundle` and `verify` need, and nothing
-that depends on this machine's paths:
+    config.json            what was asked (RunConfig): versions, the generator and its code,
+                           model, seed, options, isolation, budgets and the rules they follow
+    population/NAME.json   the target's population, frozen when its generation starts
+    tasks/NAME.json        the tasks exactly as the generator was given them
+    candidates/ID.py       every test file the generator wrote or gated, as its bytes
+    candidates.jsonl       every file it yielded (target, candidate, task, attempt, meta)
+    evidence/gate.jsonl    every gate evaluation: phases, per-test verdicts (GateEntry)
+    journal.jsonl          per target: started, progress, ended (with its GenerationSummary)
+    transcript.jsonl       every model call
+    generator.log          what the generator reported while it ran
+    summary.json           per target GenerationSummary, from the journal
 
-    config.json      killbench version, manifest digest or target fingerprints,
-                     generator name and version, model, budget, seed, options
-    transcript.jsonl every model call (request, response, usage, latency)
-    candidates/      every test file the generator returned, named by content hash
-    gate.jsonl       every gate result with its reason (append-only)
-    generator.log    what the generator reported while it ran
-    tasks/NAME.json  the task set each target was given
-    summary.json     per target: attempts, kept, rejections by reason, tokens, wall time
-
-Every candidate goes through the same gate, whatever the generator did before.
+Every append is flushed and fsynced. The same command with the same ``--out`` resumes an
+interrupted run: finished targets are kept, and the target in progress is generated
+again with every model call it already made answered from its transcript and every gate
+verdict from its evidence, so nothing is asked or gated twice and nothing is counted
+twice. A generator gets its budgets (tokens, gate calls, seconds) per target; when one
+is spent it is stopped, and what it yielded is kept.
 """
 
 from __future__ import annotations
@@ -20,70 +25,57 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import threading
 import time
+import traceback
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__
+from . import __version__, executor
 from .config import resolve
-from .errors import UserError
-from .gate import GATE_TIMEOUT, Gate, GateResult, candidate_id
-from .generation import CandidateTest, GenerationContext, Task, make_task
-from .harness import default_jobs, load_or_run_baseline, mutate_target, workdir_for
-from .workspace import exclusive
-from .manifests import current_digest, load_manifests, target_digest
-from .plugins import load_generator
-from .records import Mutant
+from .errors import GeneratorError, KillbenchError, UserError
+from .evidence import (Budgets, GateEntry, GenerationSummary, GeneratorInfo, Population,
+                       RunConfig, Submission, TargetConfig, load, read_jsonl, write)
+from .gate import GATE_TIMEOUT, Gate, candidate_id, source_bytes
+from .generation import CandidateTest, GenerationContext, make_task
+from .harness import default_jobs, load_or_run_baseline, workdir_for
+from .manifests import current_digest
+from .models import Budget, BudgetExhausted, Transcript
+from .plugins import code_identity, load_generator
+from .population import freeze, mutant
+from .rules import load_rules
 from .sandbox import Sandbox
 from .targets import PreparedTarget, prepare
+from .workspace import exclusive
 
 log = logging.getLogger("killbench")
 
 DEFAULT_TARGETS = ("cachetools",)
+GRACE_S = 5.0  # how long a stopped generator's thread may take to notice
 
 
-@dataclass
-class TaskSet:
-    tasks: list[Task]
-    mutants: dict[str, Mutant]
-    source: str  # "manifest <digest>" or "mutate <fingerprint>"
+class GateBudgetExhausted(BudgetExhausted):
+    """The target's gate calls are spent."""
 
 
-def task_set(target: PreparedTarget, jobs: int) -> TaskSet:
-    """The manifest's task set for a pin that has one, else a fresh `mutate` run's."""
-    spec = target.spec
-    manifest = load_manifests().get(spec.name) if spec.kind == "pin" else None
-    if manifest is not None and manifest["target"]["sdist_sha256"] == spec.sdist_sha256:
-        names = set(Mutant.__dataclass_fields__)
-        mutants = {r["id"]: Mutant(**{k: r[k] for k in names}) for r in manifest["mutants"]}
-        covered = {r["id"]: r["covered_by"] for r in manifest["mutants"]}
-        ids = manifest["task_set"]
-        source = f"manifest {target_digest(manifest)}"
-    else:
-        run = mutate_target(spec, jobs=jobs, target=target, show_progress=True)
-        mutants = {r.mutant.id: r.mutant for r in run.records}
-        covered = {r.mutant.id: list(r.reach.covered_by) for r in run.records}
-        ids = sorted(r.mutant.id for r in run.records if r.outcome.verdict == "survived"
-                     and r.reach.reachable and not r.mutant.unkillable)
-        source = f"mutate {target.fingerprint}"
-    texts = {sf.path: (target.tree / sf.path).read_text(encoding="utf-8") for sf in target.sources}
-    modules = {sf.path: sf.module_path for sf in target.sources}
-    tasks = [make_task(mutants[i], texts[mutants[i].path], modules[mutants[i].path], covered[i])
-             for i in ids]
-    return TaskSet(tasks, mutants, source)
+class WallTimeExhausted(BudgetExhausted):
+    """The target's generation time is spent."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class RunDirectory:
-    """Append-only files of one run; safe to write from several threads."""
+    """The files of one run; appends are durable and safe from several threads."""
 
     def __init__(self, path: Path):
         self.path = path
-        (path / "candidates").mkdir(parents=True, exist_ok=True)
-        (path / "tasks").mkdir(exist_ok=True)
+        for sub in ("candidates", "tasks", "population", "evidence"):
+            (path / sub).mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
 
     def write_json(self, rel: str, data) -> None:
@@ -92,31 +84,74 @@ class RunDirectory:
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
         os.replace(tmp, p)
 
+    def append(self, rel: str, data: dict) -> None:
+        line = json.dumps(data, sort_keys=True) + "\n"
+        with self._lock:
+            p = self.path / rel
+            _repair(p)
+            with open(p, "a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+
     def save_candidate(self, source: str) -> str:
         cid = candidate_id(source)
         p = self.path / "candidates" / f"{cid}.py"
         if not p.exists():
-            p.write_text(source, encoding="utf-8")
+            tmp = p.with_suffix(".tmp")
+            tmp.write_bytes(source_bytes(source))
+            os.replace(tmp, p)
         return cid
 
     def generator_log(self, target: str, generator: str):
         """A generator's messages go whole to generator.log, shortened to the terminal."""
 
-        def emit(msg: str) -> None:
+        def emit(msg) -> None:
+            msg = str(msg)
             with self._lock:
-                with open(self.path / "generator.log", "a", encoding="utf-8") as fh:
+                with open(self.path / "generator.log", "a", encoding="utf-8", errors="replace") as fh:
                     fh.write(f"[{target}] {msg}\n")
-            short = msg if len(msg) <= 200 else msg[:200] + f"... (whole in {self.path / 'generator.log'})"
+            first = msg.splitlines()[0] if msg else ""
+            short = first if len(first) <= 160 and "\n" not in msg else \
+                first[:160] + f" ... (whole in {self.path / 'generator.log'})"
             log.info("%s: %s", generator, short)
 
         return emit
 
-    def log_gate(self, entry: dict) -> None:
-        with self._lock:
-            with open(self.path / "gate.jsonl", "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(entry, sort_keys=True) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+    def journal(self) -> list[dict]:
+        return read_journal(self.path)
+
+
+def read_journal(run_dir: Path) -> list[dict]:
+    """The run's journal events (a last line cut short by a kill is ignored)."""
+    p = run_dir / "journal.jsonl"
+    if not p.exists():
+        return []
+    raw = p.read_bytes()
+    return [json.loads(x) for x in raw[: raw.rfind(b"\n") + 1].decode("utf-8").splitlines() if x]
+
+
+def _repair(path: Path) -> None:
+    """Drop a last line cut short by a kill, so that the next append starts clean."""
+    if not path.exists():
+        return
+    raw = path.read_bytes()
+    good = raw.rfind(b"\n") + 1
+    if good < len(raw):
+        with open(path, "r+b") as fh:
+            fh.truncate(good)
+
+
+def run_state(run_dir: Path) -> dict:
+    """Which targets ended, and whether the run is complete (every target ended, no error)."""
+    config = load(run_dir / "config.json", RunConfig)
+    ended = {e["target"]: e["summary"] for e in read_journal(run_dir) if e["kind"] == "target-end"}
+    errors = {t: s["error"] for t, s in ended.items() if s.get("error")}
+    names = [config.targets[n].ref for n in config.targets]
+    missing = [n for n in config.targets if n not in ended]
+    missing += [r for r in config.target_refs if r not in names]
+    return {"ended": ended, "errors": errors, "missing": missing,
+            "complete": not missing and not errors}
 
 
 def _read_test_factory(target: PreparedTarget):
@@ -142,112 +177,408 @@ def _test_files(target: PreparedTarget) -> list[str]:
     return out
 
 
-def run_generator(generator_ref: str, target_names: list[str], *, model: str | None = None,
-                  budget: int = 200_000, seed: int = 0, out: Path | None = None,
-                  jobs: int | None = None, options: dict | None = None, base_url: str | None = None,
-                  no_cache: bool = False, gate_timeout: float = GATE_TIMEOUT) -> Path:
-    """`killbench run`: returns the run directory."""
-    from .models import Budget, BudgetExhausted, Transcript, open_model
+def _config(generator_ref, generator, model, seed, options, isolation, gate_timeout, overrides,
+            rules, target_refs) -> RunConfig:
+    outside = []
+    for key, value in sorted(overrides.items()):
+        if value is not None:
+            outside.append(f"{key} set to {value}")
+    if gate_timeout != rules.gate_timeout_s:
+        outside.append(f"gate timeout {gate_timeout} s (rules: {rules.gate_timeout_s} s)")
+    if isolation != rules.isolation:
+        outside.append(f"isolation {isolation} (rules: {rules.isolation})")
+    return RunConfig(
+        killbench=__version__, manifest_digest=current_digest(),
+        generator=GeneratorInfo(ref=generator_ref, name=str(generator.name),
+                                version=str(generator.version),
+                                needs_model=bool(getattr(generator, "needs_model", True)),
+                                code=code_identity(generator),
+                                prompts=getattr(generator, "prompt_hashes", lambda: {})()),
+        model=model, seed=seed, options=options or {}, isolation=isolation,
+        gate_timeout_s=gate_timeout, overrides={k: v for k, v in overrides.items() if v is not None},
+        rules=rules.to_dict(), outside_rules=outside, target_refs=list(target_refs),
+        started_at=_now())
 
+
+def run_generator(generator_ref: str, target_names: list[str], *, model: str | None = None,
+                  budget: int | None = None, gate_calls: int | None = None,
+                  seconds: float | None = None, seed: int = 0, out: Path | None = None,
+                  jobs: int | None = None, options: dict | None = None, base_url: str | None = None,
+                  no_cache: bool = False, gate_timeout: float | None = None,
+                  isolation: str | None = None) -> Path:
+    """`killbench run`: returns the run directory (resumed when `out` holds this run)."""
+    rules = load_rules()
     generator = load_generator(generator_ref, options)
     needs_model = getattr(generator, "needs_model", True)
     if needs_model and not model:
         raise UserError(f"generator {generator.name!r} drives a model: give --model provider/name "
                         "(e.g. openai/gpt-4.1, anthropic/claude-sonnet-4-5, replay/RUN_DIR)")
+    if not target_names or any(not t.strip() for t in target_names):
+        raise UserError("--targets: give one or more pin names or project directories, "
+                        "separated by commas")
+    specs = [resolve(t) for t in target_names]  # every target checked before any work
+    if len({s.name for s in specs}) != len(specs):
+        raise UserError("two targets have the same name; give each once")
+    isolation = executor.require(isolation or rules.isolation)
+    gate_timeout = float(gate_timeout if gate_timeout is not None else rules.gate_timeout_s)
     jobs = jobs or default_jobs()
+    overrides = {"tokens per target": budget, "gate calls per target": gate_calls,
+                 "seconds per target": seconds}
+    config = _config(generator_ref, generator, model, seed, options, isolation, gate_timeout,
+                     overrides, rules, target_names)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     run_path = out or Path("runs") / f"{stamp}-{generator.name}"
-    if run_path.exists() and any(p.name != "predictions.jsonl" for p in run_path.iterdir()):
+    resumed = (run_path / "config.json").exists()
+    if resumed:
+        old = load(run_path / "config.json", RunConfig)
+        if old.identity() != config.identity():
+            diff = sorted(k for k in set(old.identity()) | set(config.identity())
+                          if old.identity().get(k) != config.identity().get(k))
+            raise UserError(f"{run_path} holds another run (it differs in: {', '.join(diff)}); "
+                            "give the same command to resume it, or another --out")
+        config = old
+        log.info("resuming the run in %s", run_path)
+    elif run_path.exists() and any(p.name != "predictions.jsonl" for p in run_path.iterdir()):
         raise UserError(f"{run_path} exists and holds more than pre-registered predictions; "
                         "choose another --out")
     rd = RunDirectory(run_path)
-    config = {"killbench": __version__, "manifest_digest": current_digest(),
-              "generator": {"ref": generator_ref, "name": generator.name, "version": generator.version,
-                            "prompts": getattr(generator, "prompt_hashes", lambda: {})()},
-              "model": model, "budget_per_target": budget, "seed": seed, "options": options or {},
-              "gate_timeout_s": gate_timeout,
-              "targets": {}, "started": stamp,
-              "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    rd.write_json("config.json", config)
+    write(run_path / "config.json", config)
+    ended = {e["target"]: e for e in rd.journal() if e["kind"] == "target-end"}
     transcript = Transcript(run_path / "transcript.jsonl")
-    summary = {}
-    for name in target_names:
-        spec = resolve(name)
-        started = time.monotonic()
-        target = prepare(spec)
-        with exclusive(workdir_for(target), spec.name):
-            ts = task_set(target, jobs)
-            workdir = workdir_for(target)
-            baseline = load_or_run_baseline(target, workdir)
-            config["targets"][spec.name] = {"ref": name, "version": spec.version,
-                                            "fingerprint": target.fingerprint,
-                                            "task_source": ts.source, "tasks": len(ts.tasks)}
-            rd.write_json("config.json", config)
-            rd.write_json(f"tasks/{spec.name}.json", [t.to_dict() for t in ts.tasks])
-            t_budget = Budget(budget) if needs_model else None
-            client = open_model(model, cache_dir=None, transcript=transcript, budget=t_budget,
-                                base_url=base_url, no_cache=no_cache) if needs_model else None
-            sandboxes = [Sandbox(target, workdir / "sandboxes" / f"gate{i}") for i in range(jobs)]
-            gate = Gate(sandboxes, baseline, timeout=gate_timeout)
-            cache: dict[tuple, GateResult] = {}
-            cache_lock = threading.Lock()
-            generator_calls = Counter()
-
-            def gated(source: str, task_id: str | None, by_generator: bool) -> GateResult:
-                key = (candidate_id(source), task_id)
-                with cache_lock:
-                    hit = cache.get(key)
-                    if by_generator:
-                        generator_calls["gate"] += 1
-                if hit is not None:
-                    return hit
-                res = gate.check(source, ts.mutants[task_id] if task_id else None)
-                with cache_lock:
-                    cache[key] = res
-                return res
-
-            ctx = GenerationContext(
-                target=spec.name,
-                sources={sf.path: (target.tree / sf.path).read_text(encoding="utf-8") for sf in target.sources},
-                modules={sf.path: sf.module_path for sf in target.sources},
-                test_files=_test_files(target), tasks=ts.tasks, model=client, budget=t_budget,
-                gate=lambda src, task=None: gated(src, task, True), seed=seed, options=options or {},
-                read_test=_read_test_factory(target), log=rd.generator_log(spec.name, generator.name),
-                prepared=target, baseline=baseline)
-            counts = Counter()
-            stopped = None
-            with ThreadPoolExecutor(max_workers=jobs) as ex:
-                futures = []
-
-                def final(cand: CandidateTest):
-                    cid = rd.save_candidate(cand.source)
-                    res = gated(cand.source, cand.task, False)
-                    rd.log_gate({"target": spec.name, "candidate": cid, "task": cand.task,
-                                 "attempt": cand.attempt, "meta": cand.meta, **res.to_dict()})
-                    return res
-
-                try:
-                    for cand in generator.generate(ctx):
-                        if cand.task is not None and cand.task not in ts.mutants:
-                            raise UserError(f"generator {generator.name!r} attributed a test to unknown "
-                                            f"task {cand.task!r}")
-                        futures.append(ex.submit(final, cand))
-                except BudgetExhausted as exc:
-                    stopped = f"budget exhausted: {exc}"
-                except (KeyboardInterrupt, UserError):
-                    raise
-                except Exception as exc:  # noqa: BLE001 - a generator's or model's failure ends
-                    # this target's generation; every test already written is still gated and kept
-                    stopped = f"generation stopped: {type(exc).__name__}: {exc}"
-                    log.error("%s: %s", spec.name, stopped)
-                for f in futures:
-                    res = f.result()
-                    counts["attempts"] += 1
-                    counts["kept" if res.kept else f"rejected:{res.reason}"] += 1
-            summary[spec.name] = {
-                "tasks": len(ts.tasks), **dict(sorted(counts.items())),
-                "generator_gate_calls": generator_calls["gate"],
-                "budget": t_budget.as_dict() if t_budget is not None else None,
-                "stopped": stopped, "wall_s": round(time.monotonic() - started, 3)}
-            rd.write_json("summary.json", summary)
+    failures = []
+    try:
+        for spec, ref in zip(specs, target_names):
+            done = ended.get(spec.name)
+            if done is not None and not done["summary"].get("error"):
+                log.info("%s: done in an earlier session", spec.name)
+                continue
+            summary = _run_target(rd, config, spec, ref, generator, model=model, budget=budget,
+                                  gate_calls=gate_calls, seconds=seconds, rules=rules, jobs=jobs,
+                                  base_url=base_url, no_cache=no_cache, transcript=transcript,
+                                  resumed=resumed)
+            if summary.error:
+                failures.append((spec.name, summary.error))
+                break
+    finally:
+        transcript.close()
+        _write_summary(rd)
+    if failures:
+        name, error = failures[0]
+        raise GeneratorError(f"generator {generator.name!r} failed on {name}: {error}. The run in "
+                             f"{run_path} is incomplete; what it wrote is kept. Fix the cause and "
+                             "run the same command again to resume it.")
     return run_path
+
+
+def _write_summary(rd: RunDirectory) -> None:
+    summary = {}
+    for e in rd.journal():
+        if e["kind"] == "target-end":
+            summary[e["target"]] = e["summary"]
+    rd.write_json("summary.json", summary)
+
+
+def _population(rd: RunDirectory, target: PreparedTarget, jobs: int) -> Population:
+    """The target's population: frozen now, or as the interrupted session froze it."""
+    path = rd.path / "population" / f"{target.name}.json"
+    fresh = freeze(target, jobs)
+    if path.exists():
+        frozen = load(path, Population)
+        if frozen.source != fresh.source:
+            raise UserError(f"{target.name}: the run was started against {frozen.source} and "
+                            f"this checkout has {fresh.source}; it cannot be resumed here")
+        return frozen
+    write(path, fresh)
+    return fresh
+
+
+class _Evaluations:
+    """The target's gate evaluations: cached by (candidate, task), counted against the
+    gate-call budget, recorded as evidence. Concurrent asks for one key run the gate once."""
+
+    def __init__(self, rd: RunDirectory, gate: Gate, target: str, mutants: dict, limit: int,
+                 earlier: list[GateEntry]):
+        self.rd, self.gate, self.target, self.mutants, self.limit = rd, gate, target, mutants, limit
+        self._lock = threading.Lock()
+        self._done: dict[tuple, GateEntry] = {(e.candidate, e.task): e for e in earlier}
+        self._pending: dict[tuple, Future] = {}
+        self.asked_by_generator: set[tuple] = set()
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self._done) + len(self._pending)
+
+    def __contains__(self, key: tuple) -> bool:
+        with self._lock:
+            return key in self._done or key in self._pending
+
+    def evaluate(self, source, task: str | None, asked_by: str) -> GateEntry:
+        key = (candidate_id(source) if isinstance(source, str) else "0" * 16, task)
+        with self._lock:
+            if asked_by == "generator":
+                self.asked_by_generator.add(key)
+            if key in self._done:
+                return self._done[key]
+            fut = self._pending.get(key)
+            mine = fut is None
+            if mine:
+                if len(self._done) + len(self._pending) >= self.limit:
+                    raise GateBudgetExhausted(
+                        f"gate-call budget spent: {self.limit} distinct tests gated for {self.target}",
+                        limit=self.limit, spent=self.limit)
+                fut = self._pending[key] = Future()
+        if not mine:
+            return fut.result()
+        try:
+            if isinstance(source, str):
+                self.rd.save_candidate(source)
+            with executor.accounting(None):  # the gate's work is not the generator's
+                entry = self.gate.check(source, self.mutants.get(task) if task else None,
+                                        target=self.target, asked_by=asked_by)
+            self.rd.append("evidence/gate.jsonl", entry.dump())
+        except BaseException as exc:
+            with self._lock:
+                self._pending.pop(key, None)
+            fut.set_exception(exc)
+            raise
+        with self._lock:
+            self._pending.pop(key, None)
+            self._done[key] = entry
+        fut.set_result(entry)
+        return entry
+
+
+def _run_target(rd: RunDirectory, config: RunConfig, spec, ref: str, generator, *, model, budget,
+                gate_calls, seconds, rules, jobs, base_url, no_cache, transcript,
+                resumed) -> GenerationSummary:
+    from .models import open_model
+
+    target = prepare(spec)
+    with exclusive(workdir_for(target), spec.name):
+        workdir = workdir_for(target)
+        pop = _population(rd, target, jobs)
+        baseline = load_or_run_baseline(target, workdir)
+        needs_model = config.generator.needs_model
+        budgets = rules.budgets(len(pop.task_set), needs_model)
+        budgets = Budgets(tokens=budget if budget is not None and needs_model else budgets.tokens,
+                          gate_calls=gate_calls if gate_calls is not None else budgets.gate_calls,
+                          seconds=float(seconds) if seconds is not None else budgets.seconds)
+        rows = pop.by_id()
+        mutants = {i: mutant(rows[i]) for i in pop.task_set}
+        texts = {sf.path: (target.tree / sf.path).read_text(encoding="utf-8") for sf in target.sources}
+        modules = {sf.path: sf.module_path for sf in target.sources}
+        tasks = [make_task(mutants[i], texts[mutants[i].path], modules[mutants[i].path],
+                           rows[i].covered_by) for i in pop.task_set]
+        config.targets[spec.name] = TargetConfig(ref=ref, version=spec.version,
+                                                 fingerprint=target.fingerprint,
+                                                 population=pop.source, tasks=len(tasks),
+                                                 budgets=budgets)
+        write(rd.path / "config.json", config)
+        rd.write_json(f"tasks/{spec.name}.json", [t.to_dict() for t in tasks])
+        journal = rd.journal()
+        prior = max([e.get("elapsed_s", 0.0) for e in journal
+                     if e["target"] == spec.name and e["kind"] == "progress"] or [0.0])
+        rd.append("journal.jsonl", {"kind": "target-start", "target": spec.name, "at": _now(),
+                                    "resumed_after_s": prior})
+        earlier = [e for e in read_jsonl(rd.path / "evidence" / "gate.jsonl", GateEntry)
+                   if e.target == spec.name]
+        submitted = {(s.candidate, s.task, s.attempt)
+                     for s in read_jsonl(rd.path / "candidates.jsonl", Submission)
+                     if s.target == spec.name}
+        t_budget = Budget(budgets.tokens) if needs_model else None
+        client = open_model(model, cache_dir=None, transcript=transcript, budget=t_budget,
+                            base_url=base_url, no_cache=no_cache,
+                            resume_from=rd.path / "transcript.jsonl" if resumed else None) \
+            if needs_model else None
+        sandboxes = [Sandbox(target, workdir / "sandboxes" / f"gate{i}", trusted=False,
+                             isolation=config.isolation) for i in range(jobs)]
+        gate = Gate(sandboxes, baseline, timeout=config.gate_timeout_s)
+        evals = _Evaluations(rd, gate, spec.name, mutants, budgets.gate_calls, earlier)
+        try:
+            return _generate(rd, config, spec.name, generator, target, baseline, pop, tasks, texts,
+                             modules, client, t_budget, budgets, evals, submitted, prior, jobs)
+        finally:
+            if client is not None:
+                client.close()
+
+
+def _generate(rd, config, name, generator, target, baseline, pop, tasks, texts, modules, client,
+              t_budget, budgets: Budgets, evals: _Evaluations, submitted: set, prior: float,
+              jobs: int) -> GenerationSummary:
+    stop = threading.Event()
+    stop_reason: list[str] = []
+    items: queue.Queue = queue.Queue()
+    metrics: dict = {}
+    cpu = executor.CpuCounter()
+    logger = rd.generator_log(name, generator.name)
+
+    def halt(reason: str) -> None:
+        if not stop.is_set():
+            stop_reason.append(reason)
+            stop.set()
+            if t_budget is not None:
+                t_budget.close(reason)
+
+    def ctx_gate(source, task=None):
+        if stop.is_set():
+            raise WallTimeExhausted(stop_reason[0] if stop_reason else "generation stopped",
+                                    limit=0, spent=0)
+        if task is not None and task not in evals.mutants:
+            raise UserError(f"ctx.gate: {task!r} is not a task of {name}")
+        return evals.evaluate(source, task, "generator")
+
+    def report(values: dict) -> None:
+        for k, v in dict(values).items():
+            if isinstance(v, (int, float, str)) and not isinstance(v, bool):
+                metrics[str(k)] = v
+            else:
+                raise UserError(f"ctx.report: {k!r} must be a number or a string, not "
+                                f"{type(v).__name__}")
+
+    ctx = GenerationContext(
+        target=name, sources=dict(texts), modules=dict(modules), test_files=_test_files(target),
+        tasks=list(tasks), model=client, budget=t_budget, gate=ctx_gate, seed=config.seed,
+        options=dict(config.options), read_test=_read_test_factory(target), log=logger,
+        prepared=target, baseline=baseline, budgets=budgets, python=target.env.python,
+        execute=None, report=report, stopping=stop.is_set, isolation=config.isolation)
+
+    def produce():
+        started = time.thread_time()
+        try:
+            with executor.accounting(cpu):
+                for cand in generator.generate(ctx):
+                    if stop.is_set():
+                        break
+                    items.put(("candidate", cand))
+            items.put(("end", None))
+        except BudgetExhausted as exc:
+            items.put(("budget", exc))
+        except BaseException as exc:  # noqa: BLE001 - a plug-in's failure is recorded, not fatal here
+            items.put(("error", exc, traceback.format_exc()))
+        finally:
+            cpu.cpu_s += time.thread_time() - started
+
+    started = time.monotonic()
+    deadline = started + max(0.0, budgets.seconds - prior)
+    ctx.deadline = deadline
+    worker = threading.Thread(target=produce, name=f"generate-{name}", daemon=True)
+    worker.start()
+    error = None
+    futures: list[Future] = []
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    attempts = Counter()
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                item = items.get(timeout=max(0.01, left)) if left > 0 else items.get_nowait()
+            except queue.Empty:
+                halt(f"wall-time budget spent: {budgets.seconds:.0f} s of generation for {name}")
+                break
+            kind = item[0]
+            if kind == "end":
+                break
+            if kind == "budget":
+                halt(str(item[1]))
+                break
+            if kind == "error":
+                exc, tb = item[1], item[2]
+                error = f"{type(exc).__name__}: {exc}"
+                logger(f"generator error: {tb}")
+                halt(f"the generator failed: {error}")
+                break
+            cand = item[1]
+            if not isinstance(cand, CandidateTest):
+                error = (f"generate() yielded a {type(cand).__name__}, not a "
+                         "killbench.generation.CandidateTest")
+                halt(error)
+                break
+            if cand.task is not None and cand.task not in evals.mutants:
+                error = f"a test was attributed to {cand.task!r}, which is not a task of {name}"
+                halt(error)
+                break
+            cid = rd.save_candidate(cand.source) if isinstance(cand.source, str) else "0" * 16
+            attempt = cand.attempt if isinstance(cand.attempt, int) else 1
+            meta = cand.meta if isinstance(cand.meta, dict) else {"meta": repr(cand.meta)[:200]}
+            try:
+                json.dumps(meta)
+            except (TypeError, ValueError):
+                meta = {"meta": repr(meta)[:200]}
+            key = (cid, cand.task, attempt)
+            if key not in submitted:
+                submitted.add(key)
+                rd.append("candidates.jsonl", Submission(target=name, candidate=cid, task=cand.task,
+                                                         attempt=attempt, meta=meta).dump())
+            attempts[(cid, cand.task)] += 1
+            if (cid, cand.task) not in evals and evals.count >= evals.limit:
+                halt(f"gate-call budget spent: {evals.limit} distinct tests gated for {name}")
+                break
+            rd.append("journal.jsonl", {"kind": "progress", "target": name,
+                                        "elapsed_s": round(prior + time.monotonic() - started, 3)})
+            futures.append(pool.submit(_gate_submission, evals, cand.source, cand.task))
+        elapsed = prior + time.monotonic() - started
+        worker.join(GRACE_S if stop.is_set() else None)
+        for f in futures:
+            try:
+                f.result()
+            except GateBudgetExhausted as exc:
+                halt(str(exc))
+    except BaseException:
+        halt("interrupted")
+        for f in futures:
+            f.cancel()
+        executor.kill_all()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    summary = _summary(rd, name, len(tasks), budgets, evals, t_budget, elapsed, cpu, stop_reason,
+                       error, metrics)
+    rd.append("journal.jsonl", {"kind": "target-end", "target": name, "at": _now(),
+                                "summary": summary.dump()})
+    return summary
+
+
+def _gate_submission(evals: _Evaluations, source, task):
+    try:
+        return evals.evaluate(source, task, "harness")
+    except GateBudgetExhausted:
+        raise
+
+
+def _summary(rd, name, tasks, budgets, evals, t_budget, elapsed, cpu, stop_reason, error,
+             metrics) -> GenerationSummary:
+    subs = [s for s in read_jsonl(rd.path / "candidates.jsonl", Submission) if s.target == name]
+    entries = {(e.candidate, e.task): e for e in read_jsonl(rd.path / "evidence" / "gate.jsonl",
+                                                            GateEntry) if e.target == name}
+    files = {(s.candidate, s.task) for s in subs}
+    rejected = Counter()
+    tests = kept_tests = kept_files = 0
+    for key in files:
+        e = entries.get(key)
+        if e is None:
+            rejected["not gated (gate-call budget spent)"] += 1
+            continue
+        if e.file_reason:
+            rejected[e.file_reason] += 1
+            continue
+        tests += len(e.tests)
+        k = sum(1 for t in e.tests if t.kept)
+        kept_tests += k
+        kept_files += k > 0
+        for t in e.tests:
+            if not t.kept:
+                rejected[t.reason] += 1
+    account = t_budget.as_dict() if t_budget is not None else None
+    return GenerationSummary(
+        target=name, tasks=tasks, files=len(files), tests=tests, kept_tests=kept_tests,
+        kept_files=kept_files, rejected=dict(sorted(rejected.items())),
+        gate_calls=evals.count, tokens_in=(account or {}).get("spent_in", 0),
+        tokens_out=(account or {}).get("spent_out", 0), budget=account, budgets=budgets,
+        wall_s=round(elapsed, 3), cpu_s=round(cpu.cpu_s, 3),
+        stopped=stop_reason[0] if stop_reason else None, error=error,
+        generator_metrics=metrics)
+
+
+__all__ = ["DEFAULT_TARGETS", "GateBudgetExhausted", "KillbenchError", "RunDirectory",
+           "WallTimeExhausted", "run_generator", "run_state"]

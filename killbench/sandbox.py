@@ -403,6 +403,20 @@ class Sandbox:
             shutil.rmtree(run, ignore_errors=True)
         return report, cov
 
+    def scratch(self) -> Path:
+        """A fresh directory beside the copy that a run may write into (pass it as
+        `writable`): a tool's configuration and output, say."""
+        n = 0
+        while True:
+            n += 1
+            d = self.root.parent / f"{self.root.name}-scratch{n}"
+            if not d.exists():
+                break
+        d.mkdir(parents=True)
+        if self.isolation == "bwrap" and os.geteuid() == 0:
+            os.chown(d, executor.NOBODY, executor.NOBODY)
+        return d
+
     def moved(self) -> "_Moved":
         """Run from a directory of another name (the gate's working-directory check)."""
         return _Moved(self)

@@ -55,6 +55,7 @@ class Budget:
         self._stopped_at: str | None = None
         self._stop_reason: str | None = None
         self._cond = threading.Condition()
+        self._closed: str | None = None
 
     # --- read-only views -------------------------------------------------------
 
@@ -127,6 +128,10 @@ class Budget:
             raise ValueError(f"max_tokens must be positive, not {requested}")
         with self._cond:
             while True:
+                if self._closed is not None:
+                    self._refused += 1
+                    raise BudgetExhausted(f"{self._closed}; no request sent", limit=self.limit,
+                                          spent=self._spent_in + self._spent_out)
                 left = self.limit - self._spent_in - self._spent_out
                 if left <= 0:
                     self._refuse(left, attempt_id)
@@ -154,6 +159,12 @@ class Budget:
             else:
                 self._spent_in += input_tokens
                 self._spent_out += output_tokens
+            self._cond.notify_all()
+
+    def close(self, reason: str) -> None:
+        """Refuse every later call (the target's wall time or another budget is spent)."""
+        with self._cond:
+            self._closed = reason
             self._cond.notify_all()
 
     def release(self, granted: int) -> None:

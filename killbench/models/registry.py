@@ -18,7 +18,7 @@ from pathlib import Path
 from ..errors import UserError
 from .base import DEFAULT_MAX_RETRIES, ClientSettings, ModelClient
 from .budget import Budget
-from .cache import ResponseCache
+from .cache import ChainCache, ResponseCache, TranscriptCache
 from .transcript import Transcript
 
 ProviderFactory = Callable[[ClientSettings], ModelClient]
@@ -105,13 +105,15 @@ def parse_model_name(name: str) -> tuple[str, str]:
 
 def open_model(name: str, *, cache_dir: Path | None, transcript: Transcript | None,
                budget: Budget | None, base_url: str | None = None, no_cache: bool = False,
-               max_retries: int = DEFAULT_MAX_RETRIES, timeout_s: float = 600.0) -> ModelClient:
+               max_retries: int = DEFAULT_MAX_RETRIES, timeout_s: float = 600.0,
+               resume_from: Path | None = None) -> ModelClient:
     """Open ``provider/model``.
 
     ``cache_dir=None`` uses the default cache (``responses/`` under the killbench cache
     root); ``no_cache=True`` neither reads nor writes it. The base URL is taken from
     ``base_url``, else KILLBENCH_BASE_URL, else the provider's own variable
-    (OPENAI_BASE_URL, ANTHROPIC_BASE_URL).
+    (OPENAI_BASE_URL, ANTHROPIC_BASE_URL). ``resume_from`` is the transcript of the run being
+    resumed: what it already answered is served from there first, whatever ``no_cache`` says.
     """
     provider, model = parse_model_name(name)
     factory = _find_factory(provider)
@@ -127,6 +129,8 @@ def open_model(name: str, *, cache_dir: Path | None, transcript: Transcript | No
             from ..locations import cache_subdir
             cache_dir = cache_subdir("responses")
         cache = ResponseCache(Path(cache_dir))
+    if resume_from is not None and provider not in NO_SERVER and Path(resume_from).exists():
+        cache = ChainCache(TranscriptCache(Path(resume_from)), cache)
     settings = ClientSettings(provider=provider, model=model, base_url=base_url, cache=cache,
                               transcript=transcript, budget=budget, max_retries=max_retries,
                               timeout_s=timeout_s)
