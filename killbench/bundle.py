@@ -1,12 +1,19 @@
-"""Submissions: pack a run into one archive, and verify one from scratch.
+"""Submissions: pack a run into one archive, and verify one.
 
-A bundle holds what is needed to re-score a run without calling a model: the
-config, every candidate test (kept and rejected), the gate log, the transcripts,
-the task sets, the environment and the score as submitted, plus a list of sha256
-sums. `verify` unpacks it into a fresh directory, checks every candidate file
-against its content-hash name, re-gates every candidate in fresh sandboxes, re-scores
-the kept tests and compares each number with the submitted ones: it prints
-"reproduced" or each difference. Edited numbers or edited tests do not survive it.
+A bundle holds what is needed to re-score a run without calling a model: the config,
+every candidate test (kept and rejected), the submissions, the gate's evidence and the
+kill matrices, the frozen populations, the task sets, the transcript and the journal, the
+score as submitted and a list of sha256 sums. ``verify`` checks, in this order, and names
+every difference it finds:
+
+1. the archive: readable, every file listed in SHA256SUMS and matching it, nothing
+   unlisted, every candidate matching its content-hash name, every record valid;
+2. the score: recomputed from the bundle's own evidence, every number of score.json
+   (an edited number, or evidence edited without its score, is a difference);
+3. the populations: the bundle's must be this checkout's (same manifest, same sets);
+4. the evidence: every submission re-gated in fresh sandboxes and every kill-matrix run
+   re-executed (or a seeded sample of each, ``sample``), compared test by test;
+5. the numbers again, recomputed from the re-executed evidence (full verify only).
 """
 
 from __future__ import annotations
@@ -16,27 +23,32 @@ import io
 import json
 import logging
 import platform
+import random
 import sys
 import tarfile
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from . import __version__
 from .config import resolve
-from .errors import UserError
+from .errors import KillbenchError, UserError
+from .evidence import KillMatrix, Population, load
 from .gate import Gate, candidate_id
-from .workspace import exclusive
 from .harness import default_jobs, load_or_run_baseline, workdir_for
 from .manifests import current_digest
-from .records import Mutant
+from .population import freeze, mutant
 from .sandbox import Sandbox
-from .score import score_run
+from .score import RunRecords, compute
+from .scoring import kill_matrix
 from .targets import prepare
+from .workspace import exclusive
 
-MEMBERS = ("config.json", "summary.json", "gate.jsonl", "transcript.jsonl", "predictions.jsonl",
-           "generator.log", "score.json")
-DIRS = ("candidates", "tasks")
+FILES = ("config.json", "summary.json", "journal.jsonl", "candidates.jsonl", "transcript.jsonl",
+         "predictions.jsonl", "generator.log", "score.json")
+DIRS = ("candidates", "tasks", "population", "evidence", "evidence/kills")
 
 log = logging.getLogger("killbench")
 
@@ -46,17 +58,20 @@ def _sha(data: bytes) -> str:
 
 
 def bundle(run_dir: Path, out: Path | None = None) -> Path:
-    if not (run_dir / "config.json").exists():
-        raise UserError(f"{run_dir} is not a run directory (no config.json)")
+    records = RunRecords(run_dir)
     if not (run_dir / "score.json").exists():
         raise UserError(f"{run_dir} has no score.json: run `killbench score {run_dir}` before bundling")
+    if not records.state["complete"]:
+        raise UserError(f"{run_dir} is an incomplete run ({'; '.join(records.incomplete())}); "
+                        "resume it with the same `killbench run` command, then score it")
     files: dict[str, bytes] = {}
-    for name in MEMBERS:
+    for name in FILES:
         if (run_dir / name).exists():
             files[name] = (run_dir / name).read_bytes()
     for d in DIRS:
         for p in sorted((run_dir / d).glob("*")):
-            files[f"{d}/{p.name}"] = p.read_bytes()
+            if p.is_file() and not p.name.endswith(".tmp"):
+                files[f"{d}/{p.name}"] = p.read_bytes()
     files["environment.json"] = json.dumps({
         "killbench": __version__, "python": sys.version, "platform": platform.platform(),
         "manifest_digest": current_digest()}, indent=1, sort_keys=True).encode()
@@ -75,117 +90,240 @@ def _unpack(archive: Path, dest: Path) -> Path:
     try:
         with tarfile.open(archive) as tf:
             tf.extractall(dest, filter="data")
-    except (tarfile.TarError, OSError) as exc:
-        raise UserError(f"{archive}: not a readable bundle: {exc}") from None
+    except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
+        raise UserError(f"{archive}: not a readable killbench bundle ({type(exc).__name__}: {exc}); "
+                        "give a file written by `killbench bundle`") from None
     root = dest / "bundle"
     if not (root / "config.json").exists():
         raise UserError(f"{archive}: no bundle/config.json inside; not a killbench bundle")
     return root
 
 
-def _numbers(score: dict) -> dict:
-    """The submitted numbers that must reproduce, flattened."""
-    out = {}
-    for name, t in score.get("targets", {}).items():
-        out[f"{name}.kills"] = (t["kills"]["k"], t["kills"]["n"])
-        out[f"{name}.killed_task_ids"] = tuple(t["killed_task_ids"])
-        out[f"{name}.kept_tests"] = t["kept_tests"]
-        out[f"{name}.funnel"] = tuple(sorted(t["funnel"].items()))
-        for k in ("within_function_executed", "within_function_all", "cross_function"):
-            out[f"{name}.transfer.{k}"] = (t["transfer"][k]["k"], t["transfer"][k]["n"])
-        out[f"{name}.assertion_classes"] = tuple(sorted(t["assertion_classes"].items()))
-        out[f"{name}.kills_by_test"] = tuple((k, tuple(v)) for k, v in sorted(t["kills_by_test"].items()))
-    p = score.get("pooled_kills")
-    if p:
-        out["pooled"] = (p["k"], p["n"], round(p["low"], 9), round(p["high"], 9))
+def check_files(root: Path) -> list[str]:
+    """Differences between the unpacked files and their sums and names."""
+    problems = []
+    if not (root / "SHA256SUMS").exists():
+        return ["SHA256SUMS is missing"]
+    sums = {}
+    for line in (root / "SHA256SUMS").read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        sums[name] = digest
+    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {"SHA256SUMS"}
+    for name in sorted(present - set(sums)):
+        problems.append(f"{name}: in the bundle but not in SHA256SUMS")
+    for name, digest in sorted(sums.items()):
+        p = root / name
+        if not p.exists():
+            problems.append(f"{name}: listed in SHA256SUMS but missing")
+        elif _sha(p.read_bytes()) != digest:
+            problems.append(f"{name}: content does not match SHA256SUMS")
+    for p in sorted((root / "candidates").glob("*.py")):
+        text = p.read_bytes().decode("utf-8", "surrogatepass")
+        if candidate_id(text) != p.stem:
+            problems.append(f"candidates/{p.name}: the test was edited (its hash is {candidate_id(text)})")
+    return problems
+
+
+def flatten(obj, prefix: str = "") -> dict[str, object]:
+    """Every leaf of a JSON document by its dotted path (lists by index)."""
+    out: dict[str, object] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+    elif isinstance(obj, list) and obj and isinstance(obj[0], (dict, list)):
+        for i, v in enumerate(obj):
+            out.update(flatten(v, f"{prefix}{i}."))
+    else:
+        out[prefix[:-1]] = tuple(obj) if isinstance(obj, list) else obj
     return out
 
 
-def verify(archive: Path, jobs: int | None = None, gate_timeout: float | None = None) -> tuple[list[str], dict]:
-    """Differences between the bundle's claims and a from-scratch re-gate and re-score."""
+IGNORED = {"killbench", "manifest_digest"}  # reported apart: they name this checkout
+
+
+def compare_numbers(claimed: dict, fresh: dict, what: str) -> list[str]:
+    a, b = flatten(claimed), flatten(fresh)
+    out = []
+    for key in sorted(set(a) | set(b)):
+        if key in IGNORED or key.startswith("predictions."):
+            continue
+        va, vb = a.get(key, "(absent)"), b.get(key, "(absent)")
+        if isinstance(va, float) and isinstance(vb, float) and abs(va - vb) < 1e-9:
+            continue
+        if va != vb:
+            out.append(f"{key}: bundle says {va!r}, {what} {vb!r}")
+    return out
+
+
+def _tokens_from_transcript(root: Path) -> dict[str, tuple[int, int]]:
+    """Per target of the run: tokens in and out that the transcript's calls record, by the
+    budget snapshot of each target's last call (what the summary must say)."""
+    from .models import Transcript
+
+    path = root / "transcript.jsonl"
+    if not path.exists():
+        return {}
+    totals = [0, 0]
+    for line in Transcript.read(path):
+        if line.get("kind") == "call" and line.get("usage"):
+            totals[0] += line["usage"].get("input_tokens") or 0
+            totals[1] += line["usage"].get("output_tokens") or 0
+    return {"*": (totals[0], totals[1])}
+
+
+def verify(archive: Path, jobs: int | None = None, sample: int | None = None, seed: int = 0,
+           progress=None) -> tuple[list[str], object]:
+    """Differences between a bundle's claims and what its evidence and a re-execution say;
+    and the score recomputed from the re-executed evidence (or the bundle's, with `sample`)."""
     jobs = jobs or default_jobs()
-    problems: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="killbench-verify-") as tmp, ExitStack() as held:
+    with tempfile.TemporaryDirectory(prefix="verify-", dir=_tmp_root()) as tmp, ExitStack() as held:
         root = _unpack(archive, Path(tmp))
-        sums = {}
-        for line in (root / "SHA256SUMS").read_text().splitlines():
-            digest, _, name = line.partition("  ")
-            sums[name] = digest
-        for name, digest in sums.items():
-            p = root / name
-            if not p.exists():
-                problems.append(f"{name}: listed in SHA256SUMS but missing")
-            elif _sha(p.read_bytes()) != digest:
-                problems.append(f"{name}: content does not match SHA256SUMS")
-        for p in sorted((root / "candidates").glob("*.py")):
-            if candidate_id(p.read_text(encoding="utf-8")) != p.stem:
-                problems.append(f"candidates/{p.name}: the test was edited (its hash is "
-                                f"{candidate_id(p.read_text(encoding='utf-8'))})")
-        config = json.loads((root / "config.json").read_text())
-        claimed_gate = [json.loads(x) for x in (root / "gate.jsonl").read_text().splitlines() if x.strip()]
-        timeout = gate_timeout or config.get("gate_timeout_s", 60.0)
-        # re-gate every candidate in fresh sandboxes
-        new_gate = []
-        for name, tconf in config["targets"].items():
-            spec = resolve(tconf.get("ref", name))
+        problems = check_files(root)
+        if problems:
+            return problems, None
+        try:
+            records = RunRecords(root)
+            matrices = {n: load(root / "evidence" / "kills" / f"{n}.json", KillMatrix)
+                        for n in records.config.targets}
+            claimed = json.loads((root / "score.json").read_text())
+        except (KillbenchError, ValidationError, json.JSONDecodeError) as exc:
+            return [f"the bundle's records are not valid: {exc}"], None
+        if not records.state["complete"]:
+            problems.append("the run is incomplete: " + "; ".join(records.incomplete()))
+        # 2. the score follows from the bundle's own evidence
+        own = compute(records, matrices, *_resampling(claimed))
+        problems += compare_numbers(claimed, own.dump(), "its own evidence gives")
+        tokens = _tokens_from_transcript(root).get("*")
+        if tokens is not None:
+            claimed_in = sum(s.tokens_in for s in records.summaries.values())
+            claimed_out = sum(s.tokens_out for s in records.summaries.values())
+            if (claimed_in, claimed_out) != tokens:
+                problems.append(f"tokens: the summaries say {claimed_in} in / {claimed_out} out, the "
+                                f"transcript's calls {tokens[0]} in / {tokens[1]} out")
+        # 3. populations are this checkout's; 4. evidence re-executed
+        fresh_matrices = {}
+        for name, tconf in records.config.targets.items():
+            spec = resolve(tconf.ref)
             target = prepare(spec)
             workdir = workdir_for(target)
-            held.enter_context(exclusive(workdir, spec.name))  # released when verify ends
-            baseline = load_or_run_baseline(target, workdir)
-            tasks = {t["id"]: t for t in json.loads((root / "tasks" / f"{name}.json").read_text())}
-            mutants = _task_mutants(target, tasks)
-            sandboxes = [Sandbox(target, workdir / "sandboxes" / f"verify{i}") for i in range(jobs)]
-            gate = Gate(sandboxes, baseline, timeout=timeout)
-            for e in claimed_gate:
-                if e["target"] != name:
-                    continue
-                src = (root / "candidates" / f"{e['candidate']}.py").read_text(encoding="utf-8")
-                res = gate.check(src, mutants.get(e["task"]) if e["task"] else None)
-                if (res.kept, res.reason) != (e["kept"], e["reason"]):
-                    problems.append(f"{name} candidate {e['candidate']}: bundle says "
-                                    f"{'kept' if e['kept'] else e['reason']}, re-gated "
-                                    f"{'kept' if res.kept else res.reason}")
-                new_gate.append({**e, **res.to_dict(), "candidate": e["candidate"]})
-        # re-score the re-gated run
-        (root / "gate.jsonl").write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in new_gate))
-        claimed = json.loads((root / "score.json").read_text())
-        fresh = score_run(root, jobs=jobs, resamples=claimed.get("pooled_kills", {}).get("resamples", 10_000)
-                          if claimed.get("pooled_kills") else 10_000,
-                          seed=(claimed.get("pooled_kills") or {}).get("seed", 0))
-        a, b = _numbers(claimed), _numbers(fresh)
-        for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
-                problems.append(f"{key}: bundle says {a.get(key)}, re-scored {b.get(key)}")
-        # what decides a target's numbers is its own manifest; the benchmark's digest also
-        # moves when another target is added, which is reported but changes no number here
-        for name in sorted(set(claimed.get("targets", {})) | set(fresh.get("targets", {}))):
-            a_src = claimed.get("targets", {}).get(name, {}).get("population_source")
-            b_src = fresh.get("targets", {}).get(name, {}).get("population_source")
-            if a_src != b_src:
-                problems.append(f"{name}: scored against {a_src}, here {b_src}")
-        if claimed.get("manifest_digest") != fresh.get("manifest_digest"):
-            log.warning("the bundle was scored with benchmark digest %s, this checkout has %s; "
-                        "every target's own manifest is compared above",
-                        claimed.get("manifest_digest"), fresh.get("manifest_digest"))
-    return problems, fresh
+            held.enter_context(exclusive(workdir, spec.name))
+            pop = records.population(name)
+            here = freeze(target, jobs)
+            if (here.source, here.task_set, here.held_out) != (pop.source, pop.task_set, pop.held_out):
+                problems.append(f"{name}: the bundle's population ({pop.source}, {len(pop.task_set)} "
+                                f"tasks) is not this checkout's ({here.source}, {len(here.task_set)} "
+                                "tasks)")
+                continue
+            problems += _regate(records, name, target, workdir, pop, jobs, sample, seed, progress)
+            fresh = _rescore(records, name, target, workdir, pop, matrices[name], jobs, sample, seed)
+            problems += _compare_matrices(name, matrices[name], fresh)
+            fresh_matrices[name] = fresh
+        if sample is not None:
+            return problems, own
+        # 5. the numbers from the re-executed evidence
+        if len(fresh_matrices) == len(records.config.targets):
+            again = compute(records, fresh_matrices, *_resampling(claimed))
+            problems += compare_numbers(claimed, again.dump(), "re-executed")
+            return problems, again
+        return problems, own
 
 
-def _task_mutants(target, tasks: dict) -> dict[str, Mutant]:
-    """Rebuild each task's Mutant from the pristine source (the task file names its edit)."""
-    from .mutate import enumerate_file, held_out_operators, default_operators
+def _tmp_root() -> Path:
+    from .locations import cache_subdir
 
-    out = {}
-    wanted = set(tasks)
-    for sf in target.sources:
-        text = (target.tree / sf.path).read_text(encoding="utf-8")
-        # enumerated per operator set, as the manifest build does: one list of both would
-        # merge an edit two operators make alike (a default `False` -> `True`) into one id
-        for operators in (default_operators(), held_out_operators()):
-            for c in enumerate_file(sf.path, text, operators):
-                if c.mutant.id in wanted:
-                    out[c.mutant.id] = c.mutant
-    missing = wanted - set(out)
-    if missing:
-        raise UserError(f"{target.name}: {len(missing)} tasks of the bundle are not mutants of this "
-                        f"target (e.g. {sorted(missing)[0]}): the bundle was made for other code")
+    return cache_subdir("tmp")
+
+
+def _resampling(claimed: dict) -> tuple[int, int]:
+    p = claimed.get("pooled_kills") or {}
+    return p.get("resamples", 10_000), p.get("seed", 0)
+
+
+def _pick(items: list, sample: int | None, seed: int, salt: str) -> list:
+    if sample is None or sample >= len(items):
+        return list(items)
+    return random.Random(f"{seed}:{salt}").sample(list(items), sample)
+
+
+def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress) -> list[str]:
+    baseline = load_or_run_baseline(target, workdir)
+    rows = pop.by_id()
+    mutants = {i: mutant(rows[i]) for i in pop.task_set}
+    sandboxes = [Sandbox(target, workdir / "sandboxes" / f"verify{i}", trusted=False,
+                         isolation=records.config.isolation) for i in range(jobs)]
+    gate = Gate(sandboxes, baseline, timeout=records.config.gate_timeout_s)
+    entries = {(e.candidate, e.task): e for e in records.entries if e.target == name}
+    todo = sorted(entries)
+    picked = _pick(todo, sample, seed, f"gate:{name}")
+    problems = []
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(key):
+        cid, task = key
+        src = records.candidate(cid)
+        return key, gate.check(src, mutants.get(task) if task else None, target=name)
+
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        for i, (key, fresh) in enumerate(ex.map(one, picked), 1):
+            if progress:
+                progress(f"{name} gate", i, len(picked))
+            old = entries[key]
+            label = f"{name} gate {key[0]}" + (f" (task {key[1]})" if key[1] else "")
+            if old.file_reason != fresh.file_reason:
+                problems.append(f"{label}: bundle says file {old.file_reason or 'judged test by test'}"
+                                f", re-gated {fresh.file_reason or 'judged test by test'}")
+                continue
+            a = {t.nodeid: (t.kept, t.reason) for t in old.tests}
+            b = {t.nodeid: (t.kept, t.reason) for t in fresh.tests}
+            for nodeid in sorted(set(a) | set(b)):
+                if a.get(nodeid) != b.get(nodeid):
+                    problems.append(f"{label} {nodeid.split('::', 1)[-1]}: bundle says "
+                                    f"{_verdict(a.get(nodeid))}, re-gated {_verdict(b.get(nodeid))}")
+    return problems
+
+
+def _verdict(v) -> str:
+    if v is None:
+        return "(absent)"
+    return "kept" if v[0] else v[1]
+
+
+def _rescore(records, name, target, workdir, pop: Population, claimed: KillMatrix, jobs, sample,
+             seed) -> KillMatrix:
+    files = records.kept_files(name)
+    if sample is None:
+        return kill_matrix(target, pop, files, jobs=jobs, workdir=workdir,
+                           isolation=records.config.isolation)
+    # a sample: the clean runs of every file, and a seeded sample of (file, mutant) runs
+    keep = {(r.candidate, r.mutant) for r in _pick(claimed.runs, sample, seed, f"kills:{name}")}
+    fresh = kill_matrix(target, pop, files, jobs=jobs, workdir=workdir,
+                        isolation=records.config.isolation, only=keep)
+    return fresh
+
+
+def _compare_matrices(name: str, claimed: KillMatrix, fresh: KillMatrix) -> list[str]:
+    out = []
+    a = {r.key: (r.clean, tuple(r.reached)) for r in claimed.rows}
+    b = {r.key: (r.clean, tuple(r.reached)) for r in fresh.rows}
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) != b.get(key):
+            what = "absent" if key not in b or key not in a else (
+                f"clean {a[key][0]} / {len(a[key][1])} reached vs clean {b[key][0]} / "
+                f"{len(b[key][1])} reached")
+            out.append(f"{name} kill matrix row {key.split('::', 1)[-1]}: differs ({what})")
+    runs_b = {(r.candidate, r.mutant): r for r in fresh.runs}
+    for run in claimed.runs:
+        other = runs_b.get((run.candidate, run.mutant))
+        if other is None:
+            continue  # not in the sample
+        for key in sorted(set(run.cells) | set(other.cells)):
+            if run.cells.get(key) != other.cells.get(key):
+                out.append(f"{name} kill matrix {key.split('::', 1)[-1]} x mutant {run.mutant}: "
+                           f"bundle says {run.cells.get(key)}, re-executed {other.cells.get(key)}")
+    if set(fresh.excluded) != set(claimed.excluded):
+        out.append(f"{name}: excluded kept tests differ: bundle {sorted(claimed.excluded)}, "
+                   f"re-executed {sorted(fresh.excluded)}")
     return out
+
+
+__all__ = ["bundle", "check_files", "compare_numbers", "flatten", "verify"]

@@ -360,19 +360,25 @@ def bundle_cmd(run_dir, out) -> None:
 
 @main.command("verify")
 @click.argument("bundle_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--sample", type=click.IntRange(min=1), default=None,
+              help="Re-execute a seeded sample of this many gate entries and kill-matrix runs "
+                   "per target instead of all of them.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample.")
 @_jobs_option
-def verify_cmd(bundle_path, jobs) -> None:
-    """Re-gate and re-score a bundle from scratch, with no model call."""
+def verify_cmd(bundle_path, sample, seed, jobs) -> None:
+    """Check a bundle: its files, its score against its evidence, and the evidence re-executed
+    from scratch (no model call)."""
     from .bundle import verify
-    from .score import render_score
+    from .render import render_score
 
-    problems, fresh = verify(bundle_path, jobs=jobs)
+    problems, fresh = verify(bundle_path, jobs=jobs, sample=sample, seed=seed,
+                             progress=_progress_printer("re-executing"))
     if problems:
         click.echo(f"NOT reproduced: {len(problems)} differences")
         for p in problems:
             click.echo(f"  - {p}")
         sys.exit(int(ExitCode.CHECK_FAILED))
-    click.echo("reproduced")
+    click.echo("reproduced" + (f" (a sample of {sample} per target)" if sample else ""))
     click.echo(render_score(fresh))
 
 

@@ -35,6 +35,8 @@ class Record(BaseModel):
 class TestOutcome(Record):
     """One test in one run, as the probe reported it."""
 
+    __test__ = False  # not a pytest test class
+
     status: TestStatus
     when: str | None = None  # setup, call or teardown: where it failed
     exc_type: str | None = None
@@ -72,6 +74,8 @@ class PhaseRun(Record):
 
 class TestVerdict(Record):
     """The gate's decision on one test function of a candidate file."""
+
+    __test__ = False
 
     nodeid: str
     kept: bool

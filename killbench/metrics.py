@@ -11,8 +11,6 @@ Every rate is a ``RateRecord``: ``k / n`` with what n counts and a 95% interval.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Literal
-
 from pydantic import Field
 
 from .assertions import ASSERTION_CLASSES, classify_file
@@ -440,4 +438,3 @@ def run_score(config: RunConfig, targets: dict[str, TargetScore], *, killbench: 
 
 __all__ = ["FILE_FUNNEL", "IMPORT_ONLY", "RUN_BY_A_TEST", "Score", "TEST_FUNNEL", "TargetScore",
            "kills_by_test", "run_score", "target_score"]
-_ = Literal

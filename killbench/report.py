@@ -9,13 +9,12 @@ bundles; nothing here runs tests or calls a model.
 from __future__ import annotations
 
 import json
-import tarfile
 from pathlib import Path
 
 from tabulate import tabulate
 
 from .errors import UserError
-from .score import FUNNEL
+from .metrics import TEST_FUNNEL
 from .stats import tied_groups
 
 
@@ -78,9 +77,9 @@ def _plots(scores: list[dict], labels: list[str], out: Path) -> list[str]:
     for i, s in enumerate(scores):
         total: dict[str, int] = {}
         for t in s["targets"].values():
-            for k, v in t["funnel"].items():
+            for k, v in t["test_funnel"].items():
                 total[k] = total.get(k, 0) + v
-        stages = [k for k in (*FUNNEL, "kills beyond its own mutant") if k in total]
+        stages = [k for k in TEST_FUNNEL if k in total]
         ax.bar([x + i * width for x in range(len(stages))], [total[k] for k in stages], width,
                label=labels[i])
     if stages:
@@ -158,11 +157,55 @@ def write_report(run_dirs: list[Path], out: Path) -> Path:
     return path
 
 
-def _bundle_score(archive: Path) -> tuple[dict, dict]:
-    with tarfile.open(archive) as tf:
-        score = json.loads(tf.extractfile("bundle/score.json").read())
-        config = json.loads(tf.extractfile("bundle/config.json").read())
-    return score, config
+class Entry:
+    """One bundle as the leaderboard sees it: its numbers recomputed from its own evidence,
+    or the reason it is not listed with numbers."""
+
+    def __init__(self, path: Path, score=None, config=None, refused: str | None = None,
+                 earlier: str | None = None):
+        self.path, self.score, self.config, self.refused, self.earlier = path, score, config, refused, earlier
+
+
+def check_bundle(path: Path) -> Entry:
+    """Unpack a bundle and recompute its score from its evidence; refuse it on any mismatch."""
+    import tempfile
+
+    from .bundle import _unpack, check_files, compare_numbers
+    from .errors import KillbenchError
+    from .evidence import KillMatrix, load
+    from .locations import cache_subdir
+    from .score import RunRecords, compute
+
+    with tempfile.TemporaryDirectory(prefix="leaderboard-", dir=cache_subdir("tmp")) as tmp:
+        try:
+            root = _unpack(path, Path(tmp))
+        except KillbenchError as exc:
+            return Entry(path, refused=str(exc))
+        if not (root / "candidates.jsonl").exists() and (root / "gate.jsonl").exists():
+            env = {}
+            if (root / "environment.json").exists():
+                env = json.loads((root / "environment.json").read_text())
+            return Entry(path, earlier=f"a bundle of killbench {env.get('killbench', '0.1')} "
+                                       "(format 1): not re-checked by this version, not ranked")
+        problems = check_files(root)
+        if problems:
+            return Entry(path, refused="; ".join(problems[:3]))
+        try:
+            records = RunRecords(root)
+            matrices = {n: load(root / "evidence" / "kills" / f"{n}.json", KillMatrix)
+                        for n in records.config.targets}
+            claimed = json.loads((root / "score.json").read_text())
+            p = claimed.get("pooled_kills") or {}
+            fresh = compute(records, matrices, p.get("resamples", 10_000), p.get("seed", 0))
+        except (KillbenchError, ValueError) as exc:
+            return Entry(path, refused=f"its records are not valid: {str(exc)[:300]}")
+        if not fresh.complete:
+            return Entry(path, refused="an incomplete run: " + "; ".join(fresh.incomplete)[:300])
+        diff = compare_numbers(claimed, fresh.dump(), "its evidence gives")
+        if diff:
+            return Entry(path, refused=f"score.json does not follow from its evidence ({len(diff)} "
+                                       f"numbers differ, e.g. {diff[0][:200]})")
+        return Entry(path, score=fresh.dump(), config=records.config.dump())
 
 
 def _benchmark_status(score: dict, current: dict[str, str]) -> dict[str, str]:
@@ -177,24 +220,42 @@ def _benchmark_status(score: dict, current: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def _budget_cell(config: dict) -> str:
+    from .render import budget_text
+
+    budgets = [t["budgets"] for t in config.get("targets", {}).values()]
+    if not budgets:
+        return "-"
+    per = {k: sum((b.get(k) or 0) for b in budgets) for k in ("gate_calls", "seconds")}
+    tokens = [b.get("tokens") for b in budgets]
+    text = budget_text({"tokens": tokens[0] if tokens[0] is not None else None,
+                        "gate_calls": per["gate_calls"], "seconds": per["seconds"]})
+    return text.replace(" tokens", " tokens per target", 1) if tokens[0] is not None else text
+
+
 def write_leaderboard(folder: Path, out: Path) -> Path:
-    """Rows from bundles; groups only among entries scored on this checkout's manifests, compared
-    over the whole benchmark task set (a target an entry did not run counts as no kills)."""
+    """Rows from bundles, every number recomputed from each bundle's evidence; groups only
+    among entries scored on this checkout's manifests, compared over the whole benchmark task
+    set (a target an entry did not run counts as no kills)."""
     from .manifests import load_manifests, target_digest
 
+    if not folder.is_dir():
+        raise UserError(f"{folder}: no such directory of bundles (give --bundles DIR)")
     bundles = sorted(folder.glob("*.tar.gz"))
     if not bundles:
         raise UserError(f"no bundles (*.tar.gz) in {folder}")
     manifests = load_manifests()
+    if not manifests:
+        raise UserError("this installation has no manifests: the leaderboard has nothing to rank on")
     current = {name: f"manifest {target_digest(m)}" for name, m in manifests.items()}
     tasks = {name: sorted(m["task_set"]) for name, m in manifests.items()}
     total = sum(len(v) for v in tasks.values())
-    entries = []
-    for b in bundles:
-        score, config = _bundle_score(b)
-        entries.append((b, score, config, _benchmark_status(score, current)))
-    comparable = {b.name: score for b, score, _, status in entries
-                  if status and all(v == "current" for v in status.values())}
+    entries = [check_bundle(b) for b in bundles]
+    listed = [e for e in entries if e.score is not None]
+    status = {e.path.name: _benchmark_status(e.score, current) for e in listed}
+    comparable = {e.path.name: e.score for e in listed
+                  if status[e.path.name] and all(v == "current" for v in status[e.path.name].values())
+                  and not e.score["run"].get("outside_rules")}
     groups = {}
     if len(comparable) > 1:
         vectors = {}
@@ -208,37 +269,58 @@ def write_leaderboard(folder: Path, out: Path) -> Path:
             for name in group:
                 groups[name] = gi
     rows = []
-    for b, score, config, status in sorted(entries, key=lambda e: -(e[1].get("pooled_kills") or {"k": 0})["k"]):
+    for e in sorted(listed, key=lambda e: -(e.score.get("pooled_kills") or {"k": 0})["k"]):
+        score, config = e.score, e.config
         p = score.get("pooled_kills") or {"k": 0, "n": 0, "low": 0, "high": 0}
         kept = sum(t["kept_tests"] for t in score["targets"].values())
         value = sum(t["by_class"]["value"]["tests"] for t in score["targets"].values())
         wk = sum(t["transfer"]["within_function_all"]["k"] for t in score["targets"].values())
         wn = sum(t["transfer"]["within_function_all"]["n"] for t in score["targets"].values())
-        tokens = _tokens(score)
-        on_bench = sum(1 for v in status.values() if v == "current")
-        flags = sorted(f"{n} {v}" for n, v in status.items() if v != "current")
+        gate_calls = sum(t["cost"]["gate_calls"] for t in score["targets"].values())
+        wall = sum(t["cost"]["wall_s"] for t in score["targets"].values())
+        st = status[e.path.name]
+        on_bench = sum(1 for v in st.values() if v == "current")
+        flags = sorted(f"{n} {v}" for n, v in st.items() if v != "current")
         targets = f"{on_bench} of {len(manifests)}" + (f" ({', '.join(flags)})" if flags else "")
-        whole = _pct(p["k"], total) if b.name in comparable and total else "-"
+        whole = _pct(p["k"], total) if e.path.name in comparable and total else "-"
         gen = config["generator"]
-        rows.append([groups.get(b.name, "-"), f"{gen['name']} {gen.get('version', '')}".strip(),
-                     config.get("model") or "-",
-                     config.get("budget_per_target"), targets, _ci(p) if p["n"] else "-", whole,
-                     _pct(wk, wn), _pct(value, kept), round(tokens / p["k"], 1) if p["k"] else "-",
-                     score["killbench"], b.name])
+        rules = "outside: " + "; ".join(score["run"]["outside_rules"]) if score["run"].get("outside_rules") \
+            else "rules"
+        tpk = score.get("tokens_per_kill")
+        rows.append([groups.get(e.path.name, "-"), f"{gen['name']} {gen.get('version', '')}".strip(),
+                     config.get("model") or "-", _budget_cell(config), rules,
+                     score["run"].get("isolation", "-"), gate_calls, f"{wall:.0f} s", targets,
+                     _ci(p) if p["n"] else "-", whole, _pct(wk, wn), _pct(value, kept),
+                     tpk if tpk else ("-" if config.get("model") else "0 (model-free)"),
+                     score["killbench"], e.path.name])
     lines = ["# Leaderboard", "", "<!-- generated by `killbench leaderboard`; do not edit by hand -->", "",
-             f"{len(manifests)} benchmark targets, {total} task-set mutants. "
+             f"{len(manifests)} benchmark targets, {total} task-set mutants. Every number below is "
+             "recomputed by `killbench leaderboard` from the bundle's own evidence (its gate records "
+             "and kill matrices); a bundle whose score.json does not follow from them, whose files "
+             "do not match their sums, or whose run is incomplete is not listed with numbers. "
              "\"kills\" counts over the targets an entry ran, with a 95% interval; \"of the "
              "benchmark\" counts the same kills over every target's task set (a target not run "
              "kills nothing). \"targets\" says how many targets were scored against this "
              "checkout's manifest of them; an entry scored against an older manifest of a target "
-             "(stale) or on a target outside the benchmark is listed but not grouped.", "",
+             "(stale), on a target outside the benchmark, or outside the benchmark's rules is "
+             "listed but not grouped. \"budget\" is what bounded the generator, summed over its "
+             "targets; \"gate calls\" and \"generation\" are what it used.", "",
              "Group: entries in one group are not distinguishable from the group's leader (exact "
              "McNemar over the whole benchmark task set, Holm-corrected); ranks within a group "
              "mean nothing.", "",
-             tabulate(rows, headers=["group", "generator", "model", "budget", "targets",
-                                     "kills [95% CI]", "of the benchmark", "transfer within fn",
-                                     "value-class share", "tokens per kill", "killbench", "bundle"],
+             tabulate(rows, headers=["group", "generator", "model", "budget", "rules", "isolation",
+                                     "gate calls", "generation", "targets", "kills [95% CI]",
+                                     "of the benchmark", "transfer within fn", "value-class share",
+                                     "tokens per kill", "killbench", "bundle"],
                       tablefmt="github"), ""]
+    refused = [e for e in entries if e.refused]
+    earlier = [e for e in entries if e.earlier]
+    if refused:
+        lines += ["## Not listed", "", tabulate([[e.path.name, e.refused] for e in refused],
+                                                headers=["bundle", "why"], tablefmt="github"), ""]
+    if earlier:
+        lines += ["## Earlier versions", "", tabulate([[e.path.name, e.earlier] for e in earlier],
+                                                      headers=["bundle", "status"], tablefmt="github"), ""]
     out.write_text("\n".join(lines))
     return out
 
@@ -249,45 +331,50 @@ STATUS = {"killed": "Killed", "survived": "Survived", "timeout": "Timeout", "inv
 
 def export_mutation_testing_report(run_dir: Path, target_name: str | None = None) -> dict:
     """Per-mutant results in the mutation-testing-report-schema (version 2) format: each
-    task-set and held-out mutant with the kept tests that kill it."""
-    from .config import resolve
-    from .score import population
-    from .targets import prepare
+    task-set and held-out mutant with the kept tests that kill it. Reads the run directory
+    only (its frozen populations hold the source text): no target is prepared, nothing runs."""
+    from .evidence import Population, load
 
     score = _load(run_dir)
-    config = json.loads((run_dir / "config.json").read_text())
-    names = [target_name] if target_name else list(score["targets"])
+    names = list(score["targets"])
+    if target_name is not None:
+        if target_name not in score["targets"]:
+            raise UserError(f"--target {target_name!r}: the run has no such target "
+                            f"(it has: {', '.join(names)})")
+        names = [target_name]
     files: dict[str, dict] = {}
     tests: dict[str, dict] = {}
     for name in names:
         t = score["targets"][name]
-        spec = resolve(config["targets"][name].get("ref", name))
-        target = prepare(spec)
-        pop = population(spec, target, 1)
+        pop = load(run_dir / "population" / f"{name}.json", Population)
+        rows = pop.by_id()
         killers: dict[str, list[str]] = {}
-        for cid, ids in t["kills_by_test"].items():
+        for key, ids in t["kills_by_test"].items():
             for i in ids:
-                killers.setdefault(i, []).append(cid)
-            tests[f"candidates/{cid}.py"] = {"tests": [{"id": cid, "name": f"test_killbench_{cid}"}]}
-        for i in sorted(set(pop.task_set) | set(pop.held_out)):
-            m = pop.mutants[i]
-            text = (target.tree / m.path).read_text(encoding="utf-8")
-            entry = files.setdefault(m.path, {"language": "python", "source": text, "mutants": []})
+                killers.setdefault(i, []).append(key)
+            path, _, test = key.partition("::")
+            tests.setdefault(path, {"tests": []})["tests"].append({"id": key, "name": test})
+        task = set(pop.task_set)
+        for i in sorted(task | set(pop.held_out)):
+            m = rows[i]
+            text = pop.sources.get(m.path)
+            if text is None:
+                raise UserError(f"{run_dir}: the population of {name} has no source text of {m.path}")
+            key = f"{name}/{m.path}" if len(names) > 1 else m.path
+            entry = files.setdefault(key, {"language": "python", "source": text, "mutants": []})
             lines = text.encode("utf-8").splitlines(keepends=True)
 
             def char_col(line: int, byte_col: int) -> int:
                 return len(lines[line - 1][:byte_col].decode("utf-8", "replace")) + 1
 
             by = sorted(killers.get(i, []))
-            status = "Killed" if by else ("Survived" if i in set(pop.task_set) or
-                                          pop.baseline_verdict.get(i) != "invalid" else "CompileError")
             entry["mutants"].append({
                 "id": i, "mutatorName": m.operator, "replacement": m.replacement,
                 "location": {"start": {"line": m.line, "column": char_col(m.line, m.col)},
                              "end": {"line": m.end_line, "column": char_col(m.end_line, m.end_col)}},
-                "status": status, "killedBy": by,
-                "statusReason": ("task set" if i in set(pop.task_set) else "held-out")
-                + f"; the target's own suite: {pop.baseline_verdict.get(i)}"})
+                "status": "Killed" if by else "Survived", "killedBy": by,
+                "statusReason": ("task set" if i in task else "held-out")
+                + f"; the target's own suite: {m.verdict}"})
     return {"schemaVersion": "2", "thresholds": {"high": 80, "low": 60}, "files": files,
             "testFiles": tests,
             "framework": {"name": "killbench", "version": score["killbench"]},

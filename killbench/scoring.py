@@ -104,8 +104,10 @@ class _Pool:
 
 
 def kill_matrix(target, pop: Population, files: list[KeptFile], *, jobs: int, workdir: Path,
-                isolation: str, seed: int | None = None, progress=None) -> KillMatrix:
-    """Run every kept file against every population mutant its tests reach."""
+                isolation: str, seed: int | None = None, progress=None,
+                only: set[tuple[str, str]] | None = None) -> KillMatrix:
+    """Run every kept file against every population mutant its tests reach (`only`: just
+    these (candidate, mutant) runs, after every file's clean run: verify's sample)."""
     matrix = KillMatrix(target=target.name, isolation=isolation)
     if not files:
         return matrix
@@ -170,7 +172,9 @@ def kill_matrix(target, pop: Population, files: list[KeptFile], *, jobs: int, wo
         live = [n for n in kf.nodeids if n not in matrix.excluded]
         reached = sorted(set().union(*[reach.get(n, set()) for n in live])) if live else []
         for mid in reached:
-            todo.append((kf, mid, rng.getrandbits(64)))
+            dseed = rng.getrandbits(64)
+            if only is None or (kf.candidate, mid) in only:
+                todo.append((kf, mid, dseed))
     if progress is not None:
         progress(0, len(todo))
 

@@ -36,17 +36,31 @@ def test_reads_source():
 '''
 SYNTAX_ERROR = "def test_broken(:\n    pass\n"
 NO_TESTS = "def helper():\n    return 1\n"
+# passes only under PYTHONHASHSEED=0 (hash("killbench") % 1000 is 346 there): a test that
+# passes on the gate's machine with one seed and fails on a user's with another
 FLAKY = '''
-import os
 from basic import is_big
-
-MARK = os.path.join(os.environ["HOME"], "flaky-mark")
 
 
 def test_flaky():
-    first = not os.path.exists(MARK)
-    open(MARK, "w").close()
-    assert first and is_big(11)
+    assert hash("killbench") % 1000 == 346
+    assert is_big(10) is False
+'''
+# the second test needs the first to have run: reversed, it fails
+ORDER_DEPENDENT = '''
+from basic import is_big
+
+STATE = []
+
+
+def test_first():
+    STATE.append(1)
+    assert is_big(11)
+
+
+def test_second():
+    assert STATE == [1]
+    assert is_big(10) is False
 '''
 HANGS = '''
 from basic import is_big
@@ -68,7 +82,7 @@ class FixedTests:
     def generate(self, ctx):
         task = next(t for t in ctx.tasks if t.function == "is_big" and t.replacement == "n >= THRESHOLD")
         for src in (KILLS_BOUNDARY, FAILS_ON_CLEAN, DOES_NOT_DETECT, GAMING, SYNTAX_ERROR,
-                    NO_TESTS, FLAKY, HANGS):
+                    NO_TESTS, FLAKY, HANGS, ORDER_DEPENDENT):
             yield CandidateTest(src, task=task.id)
 
 
