@@ -16,14 +16,14 @@ from killbench.generation import CandidateTest, GenerationContext
 
 from . import _common as c
 
-CHAT = "targeted_gated.chat.v1.txt"
-COMPLETION = "targeted_gated.completion.v1.txt"
+CHAT = "targeted_gated.chat.v2.txt"
+COMPLETION = "targeted_gated.completion.v2.txt"
 STOP = ["\n\n", "\ndef ", "\nclass ", "\nif __name__"]  # the body ends at its first blank line
 
 
 class TargetedGatedGenerator:
     name = "targeted-gated"
-    version = "1"
+    version = "2"
     needs_model = True
 
     def __init__(self, **options):

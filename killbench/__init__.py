@@ -1,3 +1,3 @@
 """killbench: a frozen benchmark that scores test generators by mutation testing."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

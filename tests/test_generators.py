@@ -128,7 +128,7 @@ def test_prompts_are_versioned_files_and_hashed():
             data = (ROOT / "generators" / "prompts" / name).read_bytes()
             assert hashlib.sha256(data).hexdigest() == digest
             assert data.decode().startswith(f"# killbench prompt {gen.name}/")
-    tg = c.load_prompt("targeted_gated.chat.v1.txt")
+    tg = c.load_prompt("targeted_gated.chat.v2.txt")
     from killbench.gate import REASONS
     assert all(tg.has(f"reason {r}") for r in REASONS)  # every rejection can be explained
 
@@ -207,8 +207,8 @@ def test_targeted_gated_feeds_the_gates_reasons_back_then_replays_exactly(
     assert [x["attempt_id"].rsplit("/", 1)[1] for x in calls] == ["1", "2", "3"]
     config = json.loads((out / "config.json").read_text())
     assert config["generator"]["name"] == "targeted-gated"
-    assert set(config["generator"]["prompts"]) == {"targeted_gated.chat.v1.txt",
-                                                   "targeted_gated.completion.v1.txt"}
+    assert set(config["generator"]["prompts"]) == {"targeted_gated.chat.v2.txt",
+                                                   "targeted_gated.completion.v2.txt"}
 
     # replay: no server, the same requests answered from the transcript, the same tests
     again = run("targeted-gated", project, tmp_path / "replayed", model=f"replay/{out}",

@@ -1,67 +1,84 @@
-"""The leaderboard groups only entries scored on this checkout's manifests, over the whole
-benchmark task set; a stale or outside entry is listed, flagged, and left out of the groups."""
+"""The leaderboard recomputes every number from each bundle's evidence, refuses a bundle
+whose numbers do not follow from it, and groups only entries scored on this checkout's
+manifests, over the whole benchmark task set."""
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 
-from killbench.manifests import load_manifests, target_digest
+from killbench.manifests import load_manifests
 from killbench.report import write_leaderboard
 
-
-def _target(source: str, killed: list[str], n: int) -> dict:
-    zero = {"tests": 0, "task_kills": 0, "held_out_kills": 0}
-    return {"population_source": source, "kept_tests": len(killed), "killed_task_ids": killed,
-            "kills": {"k": len(killed), "n": n},
-            "by_class": {"value": dict(zero, tests=len(killed))},
-            "transfer": {"within_function_all": {"k": 0, "n": 0}}, "cost": {}}
-
-
-def _bundle(path, name: str, targets: dict) -> None:
-    k = sum(t["kills"]["k"] for t in targets.values())
-    n = sum(t["kills"]["n"] for t in targets.values())
-    score = {"killbench": "0.1.0", "targets": targets,
-             "pooled_kills": {"k": k, "n": n, "low": 0.0, "high": 0.5}}
-    config = {"generator": {"name": name, "version": "7"}, "model": None, "budget_per_target": 1000}
-    with tarfile.open(path, "w:gz") as tf:
-        for member, obj in (("bundle/score.json", score), ("bundle/config.json", config)):
-            data = json.dumps(obj).encode()
-            info = tarfile.TarInfo(member)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
+from bundles import make_bundle
+from test_bundle import edit_json, rewrite
 
 
 def _rows(text: str) -> dict[str, list[str]]:
     rows = {}
-    for line in text.splitlines():
+    for line in text.split("## Not listed")[0].splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) > 5 and cells[-1].endswith(".tar.gz"):
             rows[cells[-1]] = cells
     return rows
 
 
+def _refused(text: str) -> dict[str, str]:
+    out = {}
+    if "## Not listed" in text:
+        for line in text.split("## Not listed")[1].split("##")[0].splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 2 and cells[0].endswith(".tar.gz"):
+                out[cells[0]] = cells[1]
+    return out
+
+
+HEAD = ["group", "generator", "model", "budget", "rules", "isolation", "gate calls", "generation",
+        "targets", "kills", "of the benchmark"]
+
+
 def test_groups_over_the_whole_benchmark(tmp_path):
     manifests = load_manifests()
-    m = manifests["cachetools"]
-    src = f"manifest {target_digest(m)}"
-    tasks = sorted(m["task_set"])
+    tasks = sorted(manifests["cachetools"]["task_set"])
     total = sum(len(x["task_set"]) for x in manifests.values())
-    _bundle(tmp_path / "strong.tar.gz", "strong", {"cachetools": _target(src, tasks[:10], len(tasks))})
-    _bundle(tmp_path / "weak.tar.gz", "weak", {"cachetools": _target(src, [], len(tasks))})
-    _bundle(tmp_path / "old.tar.gz", "old", {"cachetools": _target("manifest " + "0" * 64, tasks, len(tasks))})
-    _bundle(tmp_path / "own.tar.gz", "own", {"some-project": _target("mutate abc", ["x"], 3)})
-    rows = _rows(write_leaderboard(tmp_path, tmp_path / "board.md").read_text())
+    make_bundle(tmp_path, "strong", {"cachetools": tasks[:10]})
+    make_bundle(tmp_path, "weak", {"cachetools": []})
+    make_bundle(tmp_path, "old", {"cachetools": tasks}, source="manifest " + "0" * 64)
+    make_bundle(tmp_path, "own", {"some-project": tasks[:1]})
+    make_bundle(tmp_path, "loose", {"cachetools": tasks[:12]}, outside_rules=["isolation none"])
+    text = write_leaderboard(tmp_path, tmp_path / "board.md").read_text()
+    rows = {k: dict(zip(HEAD, v)) for k, v in _rows(text).items()}
     # 10 discordant mutants all one way: exact McNemar p = 2 * 0.5**10, so two groups
-    assert rows["strong.tar.gz"][0] == "1" and rows["weak.tar.gz"][0] == "2"
-    assert rows["strong.tar.gz"][1] == "strong 7"  # the generator's version is part of the entry
-    assert rows["strong.tar.gz"][4] == f"1 of {len(manifests)}"
-    assert rows["strong.tar.gz"][6].startswith(f"10 / {total} ")
+    assert rows["strong.tar.gz"]["group"] == "1" and rows["weak.tar.gz"]["group"] == "2"
+    assert rows["strong.tar.gz"]["generator"] == "strong 7"  # the version is part of the entry
+    assert rows["strong.tar.gz"]["targets"] == f"1 of {len(manifests)}"
+    assert rows["strong.tar.gz"]["of the benchmark"].startswith(f"10 / {total} ")
+    assert rows["strong.tar.gz"]["isolation"] == "bwrap"
+    assert rows["strong.tar.gz"]["gate calls"] == "10"
+    assert rows["strong.tar.gz"]["budget"] == "100 gate calls, 600 s"  # model-free: no tokens
     # the stale entry killed everything, yet it is neither grouped nor counted on the benchmark
-    assert rows["old.tar.gz"][0] == "-" and "cachetools stale" in rows["old.tar.gz"][4]
-    assert rows["old.tar.gz"][6] == "-"
-    assert rows["own.tar.gz"][0] == "-" and "some-project outside" in rows["own.tar.gz"][4]
+    assert rows["old.tar.gz"]["group"] == "-" and "cachetools stale" in rows["old.tar.gz"]["targets"]
+    assert rows["old.tar.gz"]["of the benchmark"] == "-"
+    assert rows["own.tar.gz"]["group"] == "-" and "some-project outside" in rows["own.tar.gz"]["targets"]
+    # outside the rules: listed, flagged, never grouped
+    assert rows["loose.tar.gz"]["group"] == "-" and rows["loose.tar.gz"]["rules"].startswith("outside")
+
+
+def test_a_forged_bundle_is_not_listed(tmp_path):
+    tasks = sorted(load_manifests()["cachetools"]["task_set"])
+    honest = make_bundle(tmp_path, "honest", {"cachetools": tasks[:2]})
+    forged = tmp_path / "forged.tar.gz"
+    forged.write_bytes(honest.read_bytes())
+    # 50 kills claimed through a test that does not exist, sums recomputed
+    rewrite(forged, {"bundle/score.json": edit_json(lambda s: s["targets"]["cachetools"]["kills"]
+                                                    .update(k=20))})
+    stale = tmp_path / "stale.tar.gz"
+    stale.write_bytes(honest.read_bytes())
+    rewrite(stale, {"bundle/score.json": lambda d: d.replace(b'"k": 2', b'"k": 9')}, resum=False)
+    text = write_leaderboard(tmp_path, tmp_path / "board.md").read_text()
+    rows, refused = _rows(text), _refused(text)
+    assert set(rows) == {"honest.tar.gz"}
+    assert "does not follow from its evidence" in refused["forged.tar.gz"]
+    assert "does not match SHA256SUMS" in refused["stale.tar.gz"]
 
 
 def test_the_committed_docs_are_generated_from_the_committed_data(tmp_path):
