@@ -224,12 +224,14 @@ class GenerationSummary(Record):
 
     target: str
     tasks: int
-    files: int = 0
+    attempts: int = 0  # files yielded (the same file yielded again for a task counts again)
+    files: int = 0  # distinct (file, task) pairs yielded
     tests: int = 0
     kept_tests: int = 0
     kept_files: int = 0
     rejected: dict[str, int] = Field(default_factory=dict)  # reason -> tests (or files)
-    gate_calls: int = 0  # distinct gate evaluations the generator asked for
+    gate_calls: int = 0  # distinct tests gated for this target (asked for or yielded)
+    gate_calls_by_generator: int = 0  # of which the generator asked for through ctx.gate
     tokens_in: int = 0
     tokens_out: int = 0
     budget: dict | None = None  # the token budget's own account

@@ -571,9 +571,10 @@ def _summary(rd, name, tasks, budgets, evals, t_budget, elapsed, cpu, stop_reaso
                 rejected[t.reason] += 1
     account = t_budget.as_dict() if t_budget is not None else None
     return GenerationSummary(
-        target=name, tasks=tasks, files=len(files), tests=tests, kept_tests=kept_tests,
+        target=name, tasks=tasks, attempts=len(subs), files=len(files), tests=tests, kept_tests=kept_tests,
         kept_files=kept_files, rejected=dict(sorted(rejected.items())),
-        gate_calls=evals.count, tokens_in=(account or {}).get("spent_in", 0),
+        gate_calls=evals.count, gate_calls_by_generator=len(evals.asked_by_generator),
+        tokens_in=(account or {}).get("spent_in", 0),
         tokens_out=(account or {}).get("spent_out", 0), budget=account, budgets=budgets,
         wall_s=round(elapsed, 3), cpu_s=round(cpu.cpu_s, 3),
         stopped=stop_reason[0] if stop_reason else None, error=error,

@@ -66,12 +66,15 @@ def last_user(body: dict) -> str:
 
 
 def gate_lines(run: Path) -> list[dict]:
-    """gate.jsonl in the order the generator yielded (the file is in completion order)."""
-    lines = [json.loads(x) for x in (run / "gate.jsonl").read_text().splitlines()]
-    seq = {x["request_hash"]: x["seq"] for x in Transcript.read(run / "transcript.jsonl")
-           if x.get("request_hash")}
-    return sorted(lines, key=lambda g: (seq.get(g["meta"].get("request_hash"), -1),
-                                        g["meta"].get("index", 0), g["attempt"]))
+    """Each yielded file, in the order the generator yielded it, with the gate's verdict."""
+    from killbench.evidence import GateEntry, Submission, read_jsonl
+
+    entries = {(e.candidate, e.task): e for e in read_jsonl(run / "evidence" / "gate.jsonl", GateEntry)}
+    out = []
+    for sub in read_jsonl(run / "candidates.jsonl", Submission):
+        e = entries[(sub.candidate, sub.task)]
+        out.append({**sub.dump(), "kept": e.kept, "reason": e.reason})
+    return out
 
 
 def candidate(run: Path, entry: dict) -> str:
@@ -199,9 +202,9 @@ def test_targeted_gated_feeds_the_gates_reasons_back_then_replays_exactly(
         {"input_tokens": 100, "output_tokens": 30}, {"input_tokens": 220, "output_tokens": 31},
         {"input_tokens": 350, "output_tokens": 32}]
     s = summary_of(out)
-    assert (s["attempts"], s["kept"], s["rejected:fails-on-clean"], s["rejected:did-not-detect"]) \
-        == (3, 1, 1, 1)
-    assert s["generator_gate_calls"] == 3 and s["stopped"] is None
+    assert (s["files"], s["kept_tests"], s["rejected"]["fails-on-clean"],
+            s["rejected"]["did-not-detect"]) == (3, 1, 1, 1)
+    assert s["gate_calls_by_generator"] == 3 and s["gate_calls"] == 3 and s["stopped"] is None
     assert (s["budget"]["spent_in"], s["budget"]["spent_out"], s["budget"]["calls"]) == (670, 93, 3)
     calls = Transcript.read(out / "transcript.jsonl")
     assert [x["attempt_id"].rsplit("/", 1)[1] for x in calls] == ["1", "2", "3"]
@@ -253,7 +256,8 @@ def test_untargeted_sees_the_function_never_the_mutant(fixture_target, use_cache
     assert gate[1]["reason"] in (None, "did-not-detect") and candidate(out, gate[1]) == good
     assert gate[2]["reason"] == "fails-on-clean"
     s = summary_of(out)
-    assert s["attempts"] == 3 and s["generator_gate_calls"] == 0  # untargeted never gates
+    assert s["files"] == 3 and s["gate_calls_by_generator"] == 0  # untargeted never gates
+    assert s["gate_calls"] == 3  # the harness gated each file it yielded
     assert (s["budget"]["spent_in"], s["budget"]["spent_out"]) == (200, 52)
 
 
@@ -299,7 +303,7 @@ def test_cut_short():
     assert "test_parse" not in src
     assert {g["meta"]["request_hash"] for g in gate} == {gate[0]["meta"]["request_hash"]}
     s = summary_of(out)
-    assert (s["attempts"], s["kept"]) == (3, 2)
+    assert (s["files"], s["kept_tests"]) == (3, 2)
     assert (s["budget"]["spent_in"], s["budget"]["spent_out"]) == (400, 180)
 
 
@@ -316,7 +320,8 @@ def test_budget_exhaustion_stops_the_run_and_keeps_what_was_written(
     assert [r["max_tokens"] for r in reqs] == [250, 80]
     s = summary_of(out)
     assert s["stopped"].startswith("budget exhausted")
-    assert s["attempts"] == 2 and s["rejected:syntax-error"] == 2
+    # the same prose twice: two attempts, one distinct file (gated once)
+    assert s["attempts"] == 2 and s["files"] == 1 and s["rejected"]["syntax-error"] == 1
     assert s["budget"]["spent"] == 340 and s["budget"]["overshoot"] == 90
     assert s["budget"]["refused_calls"] == 1
     assert [g["attempt"] for g in gate_lines(out)] == [1, 2]
@@ -417,7 +422,7 @@ def test_plugin_runs_as_module_attr(plugin_site, fixture_target, use_cache, tmp_
     # 300 tokens: each "No idea." costs 103, the fourth call is refused by the budget and
     # the plug-in stops cleanly (it catches BudgetExhausted itself)
     assert s["budget"]["calls"] == 3 and s["budget"]["refused_calls"] == 1
-    assert s["attempts"] == 3 and s["stopped"] is None
+    assert s["files"] == 3 and s["stopped"] is None
 
 
 def test_docs_worked_example_is_the_fixture_plugin():
