@@ -899,11 +899,11 @@ class AmplifyGenerator:
             summary = self._summary(ctx, reports, totals, time.monotonic() - started)
             self.last_summary = summary
             if getattr(ctx, "report", None) is not None:
-                ctx.report({k: summary[k] for k in ("search_calls", "confirm_calls", "confirm_failed",
-                                                    "search_programs", "search_seconds",
-                                                    "replay_seconds", "trace_seconds",
-                                                    "recorded_programs", "calls_recorded")})
-            ctx.log("amplify-summary " + json.dumps(summary, sort_keys=True))
+                ctx.report({k: summary[k] for k in (
+                    "search_calls", "confirm_calls", "confirm_failed", "search_programs",
+                    "search_seconds", "replay_seconds", "trace_seconds", "recorded_programs",
+                    "calls_recorded", "outcomes", "skip_reasons", "calls_skipped")})
+            ctx.log("task outcomes: " + json.dumps(summary["task_outcomes"], sort_keys=True))
 
     def _trace(self, sb, lib, target, baseline, tasks):
         selected = sorted({t for task in tasks for t in task.covered_by

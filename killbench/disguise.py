@@ -29,6 +29,7 @@ import random
 import tokenize
 
 from .errors import HarnessError
+from .generation import parse  # CPython 3.11 builds ASTs thread-unsafely: parse holds a lock
 
 WORDS = ("note", "see", "keep", "this", "value", "order", "case", "why", "here", "check",
          "step", "loop", "edge", "data", "result", "input", "state", "rule", "list", "map")
@@ -67,7 +68,7 @@ def _body_site(tree: ast.Module, anchor_line: int) -> tuple[ast.AST, bool]:
 
 def _insertion(text: str, anchor_line: int, rng: random.Random) -> tuple[int, str] | None:
     """(0-based line index, the lines to insert there) of the AST-changing statement."""
-    tree = ast.parse(text)
+    tree = parse(text)
     lines = text.splitlines(keepends=True)
     node, local_ok = _body_site(tree, anchor_line)
     body = node.body
@@ -164,7 +165,7 @@ def disguise(text: str, anchor_line: int, rng: random.Random, rate: float = 0.5)
         out[i:i] = block
     result = "".join(out)
     try:
-        same = ast.dump(ast.parse(result)) == ast.dump(ast.parse(reference))
+        same = ast.dump(parse(result)) == ast.dump(parse(reference))
     except SyntaxError as exc:
         raise HarnessError(f"a disguise did not parse ({exc}); this is a killbench bug") from None
     if not same:

@@ -240,7 +240,8 @@ class GenerationSummary(Record):
     cpu_s: float = 0.0
     stopped: str | None = None  # budget, wall time, gate calls, or the generator's error
     error: str | None = None  # a plug-in or model failure: the run is not complete
-    generator_metrics: dict[str, float | int | str] = Field(default_factory=dict)
+    # what the generator reported of its own work (ctx.report): numbers, strings, or counts
+    generator_metrics: dict[str, float | int | str | dict[str, int]] = Field(default_factory=dict)
 
 
 def read_jsonl(path: Path, model: type[Record]) -> list:

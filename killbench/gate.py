@@ -396,7 +396,8 @@ class Gate:
         hashseed = str(self._fork_rng().randint(1, 2**32 - 1)) if phase == HASHSEED else "0"
         order = "reverse" if phase == ORDER else None
         report, _ = sb.run_pytest([rel], select=select, exclude=[], timeout=self.timeout,
-                                  limits=self.limits, hashseed=hashseed, order=order)
+                                  limits=self.limits, hashseed=hashseed, order=order,
+                                  candidates=[rel])
         changed = list(report.sources_changed)
         outside = {k: v for k, v in report.modules.items() if v and not sb.contains(v)}
         if outside:  # a test that swaps the target's modules for others changed what is tested

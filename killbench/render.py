@@ -64,13 +64,14 @@ def render_score(score: Score) -> str:
         lines.append(f"specificity: {sp.exactly_one} of {sp.tests} kept tests kill exactly one "
                      f"task-set mutant; distribution {sp.task_kills_per_test}")
         c = t.cost
+        scalars = {k: v for k, v in c.generator_metrics.items() if not isinstance(v, dict)}
         spent = f"{c.tokens_in} tokens in, {c.tokens_out} out" if c.budgets.get("tokens") is not None \
             else "no tokens (model-free)"
         per_kill = f"; {c.tokens_per_kill} tokens per kill" if c.tokens_per_kill else ""
         lines.append(f"cost: {spent}{per_kill}; {c.gate_calls} gate calls; generation {c.wall_s:.0f} s "
                      f"wall, {c.cpu_s:.0f} s CPU; budget {budget_text(c.budgets)}"
-                     + (f"; generator: {', '.join(f'{k} {v}' for k, v in sorted(c.generator_metrics.items()))}"
-                        if c.generator_metrics else ""))
+                     + (f"; generator: {', '.join(f'{k} {v}' for k, v in sorted(scalars.items()))}"
+                        if scalars else ""))
         b = t.beyond_the_suite.held_out
         lines.append(f"beyond the suite: {len(b)} held-out mutants the target's own suite misses are "
                      "killed by kept tests" + ("".join(f"\n  - {x['path']}:{x['line']} {x['operator']} "

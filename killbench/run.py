@@ -432,9 +432,12 @@ def _generate(rd, config, name, generator, target, baseline, pop, tasks, texts, 
         for k, v in dict(values).items():
             if isinstance(v, (int, float, str)) and not isinstance(v, bool):
                 metrics[str(k)] = v
+            elif isinstance(v, dict) and all(isinstance(x, int) and not isinstance(x, bool)
+                                             for x in v.values()):
+                metrics[str(k)] = {str(a): b for a, b in v.items()}
             else:
-                raise UserError(f"ctx.report: {k!r} must be a number or a string, not "
-                                f"{type(v).__name__}")
+                raise UserError(f"ctx.report: {k!r} must be a number, a string or a dict of "
+                                f"counts, not {type(v).__name__}")
 
     ctx = GenerationContext(
         target=name, sources=dict(texts), modules=dict(modules), test_files=_test_files(target),

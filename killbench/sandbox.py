@@ -332,7 +332,7 @@ class Sandbox:
     def run_pytest(self, args: list[str], *, select: list[str] | None, exclude: list[str],
                    timeout: float, coverage: bool = False, extra_paths: list[str] = (),
                    limits: Limits = Limits(), keep: bool = False, hashseed: str = "0",
-                   order: str | None = None, writable: list[Path] = ()) -> tuple[RunReport, dict | None]:
+                   order: str | None = None, candidates: list[str] = (), writable: list[Path] = ()) -> tuple[RunReport, dict | None]:
         """Run pytest once in this sandbox; returns the report and, if asked, coverage data."""
         run = self._fresh_run_dir()
         config = {
@@ -353,6 +353,7 @@ class Sandbox:
                 self.source_files() + env_site
             base = Path(os.path.realpath(self.target.env.python)).parent.parent
             config["audit"] = {"sources": self.source_files(), "library": library,
+                               "candidates": [str(self.tree / c) for c in candidates],
                                "scratch": [str(run), *map(str, writable)], "writable": [tmp],
                                "readonly": [str(self.root), str(self.target.env.root), str(base),
                                             str(PROBE_DIR)]}

@@ -133,7 +133,7 @@ def kill_matrix(target, pop: Population, files: list[KeptFile], *, jobs: int, wo
             try:
                 report, cov = sb.run_pytest([rel], select=kf.nodeids, exclude=[],
                                             timeout=SCORE_TIMEOUT + 2.0 * len(kf.nodeids),
-                                            coverage=coverage, limits=GATE_LIMITS)
+                                            coverage=coverage, limits=GATE_LIMITS, candidates=[rel])
             finally:
                 if m is not None:
                     sb.restore()

@@ -138,3 +138,50 @@ class CrashesAfterOne:
         task = next(t for t in ctx.tasks if t.function == "is_big" and t.replacement == "n >= THRESHOLD")
         yield CandidateTest(KILLS_BOUNDARY, task=task.id)
         raise ConnectionError("the model server went away")
+
+
+def _task(ctx):
+    return next(t for t in ctx.tasks if t.function == "is_big" and t.replacement == "n >= THRESHOLD")
+
+
+class YieldsText:
+    """A plug-in bug: yields a string where a CandidateTest belongs."""
+
+    name = "yields-text"
+    version = "1"
+    needs_model = False
+
+    def generate(self, ctx):
+        yield CandidateTest(KILLS_BOUNDARY, task=_task(ctx).id)
+        yield "def test_x():\n    assert True\n"
+
+
+class Sleeper:
+    """Writes one good test, then never returns: stopped by its wall-time budget."""
+
+    name = "sleeper"
+    version = "1"
+    needs_model = False
+
+    def generate(self, ctx):
+        import time
+
+        yield CandidateTest(KILLS_BOUNDARY, task=_task(ctx).id)
+        time.sleep(3600)
+        yield CandidateTest(DOES_NOT_DETECT, task=_task(ctx).id)
+
+
+class GateHog:
+    """Calls ctx.gate in a loop with a new test each time, until its gate calls are spent."""
+
+    name = "gate-hog"
+    version = "1"
+    needs_model = False
+    asked = 0
+
+    def generate(self, ctx):
+        task = _task(ctx)
+        for i in range(1000):
+            GateHog.asked = i + 1
+            ctx.gate(f"from basic import is_big\n\n\ndef test_{i}():\n    assert is_big({i + 11})\n", task.id)
+        yield CandidateTest(KILLS_BOUNDARY, task=task.id)

@@ -122,12 +122,16 @@ def test_hypothesis_draws_are_deterministic():
 # ---------------------------------------------------------------- end to end
 
 def _run(project, out, caplog):
+    from killbench.evidence import GateEntry, Submission, read_jsonl
+
     run_generator("amplify", [str(project)], out=out, jobs=2, gate_timeout=20)
-    # the generator's messages are kept whole in the run directory's generator.log
-    lines = [x for x in (out / "generator.log").read_text().splitlines() if "amplify-summary " in x]
-    assert len(lines) == 1
-    summary = json.loads(lines[0].split("amplify-summary ", 1)[1])
-    gate = [json.loads(x) for x in (out / "gate.jsonl").read_text().splitlines()]
+    # what the generator reports travels in the typed summary, not in log lines
+    (s,) = json.loads((out / "summary.json").read_text()).values()
+    summary = {**s["generator_metrics"], "tasks": s["tasks"], "wall_s": s["wall_s"],
+               "tokens": s["tokens_in"] + s["tokens_out"]}
+    entries = {(e.candidate, e.task): e for e in read_jsonl(out / "evidence" / "gate.jsonl", GateEntry)}
+    gate = [{**sub.dump(), "kept": entries[(sub.candidate, sub.task)].kept}
+            for sub in read_jsonl(out / "candidates.jsonl", Submission)]
     files = {p.name: p.read_text() for p in sorted((out / "candidates").glob("*.py"))}
     return summary, gate, files
 

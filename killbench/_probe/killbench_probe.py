@@ -12,7 +12,8 @@ JSON file named in ``KILLBENCH_PROBE_CONFIG``:
     seed       seed ``random`` before each test from the node id (bool)
     order      null, or "reverse": run the selected tests in reverse order
     coverage   null, or {"data_file", "include", "out"} for per-test coverage
-    audit      null, or {"sources", "library", "scratch", "writable", "readonly"}: record
+    audit      null, or {"sources", "library", "candidates", "scratch", "writable",
+               "readonly"}: record
                what an untrusted test does that no test should (see the end of this file)
 
 Events are flushed one per line as they happen, so a run killed by a timeout
@@ -24,7 +25,6 @@ import json
 import os
 import random
 import sys
-import sysconfig
 
 import pytest
 
@@ -219,19 +219,23 @@ def _inside(path, roots):
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
-def _by_test_code(frame, infrastructure, library):
-    """Whether the innermost frame outside the standard library, pytest and this probe is
-    code the test controls: not the target's own modules or their dependencies (a library
-    may read its own files), and not the import system (which reads a source to run it)."""
+def _by_test_code(frame, library, candidates):
+    """Whether the code that asked for a file is the test's: walking out from the innermost
+    frame past the standard library, pytest and this probe, the first frame that is either
+    the candidate test file (or code it compiled at run time, like exec'd text) or the
+    target's own modules and their dependencies (a library may read its own files) decides.
+    A frame of the import system means an import is reading a source to run it."""
     while frame is not None:
         code = frame.f_code
         name = code.co_filename
         if name.startswith("<frozen"):
             if code.co_name in _IMPORT_FRAMES:
                 return False
-        elif not _inside(name, infrastructure):
-            return not _inside(name, library)
-        frame = frame.f_back
+        elif name.startswith("<") or name in candidates:
+            return True
+        elif _inside(name, library):
+            return False
+        frame = frame.f_back  # the standard library, pytest, its launcher: look further out
     return False
 
 
@@ -249,12 +253,8 @@ def _start_audit():
             return True
         return _inside(path, writable) and not _inside(path, readonly)
 
-    infrastructure = [sysconfig.get_paths()["stdlib"], os.path.dirname(os.path.abspath(__file__))]
-    for mod in ("pytest", "_pytest", "pluggy", "coverage"):
-        m = sys.modules.get(mod)
-        if m is not None and getattr(m, "__file__", None):
-            infrastructure.append(os.path.dirname(os.path.abspath(m.__file__)))
     library = [os.path.abspath(p) for p in spec.get("library", ())]
+    candidates = {os.path.abspath(p) for p in spec.get("candidates", ())}
     report = os.path.abspath(_config().get("report", "")) if _config().get("report") else None
 
     def record(kind, path):
@@ -280,7 +280,7 @@ def _start_audit():
             elif path in sources or (path.endswith(".pyc") and path[:-1] in sources):
                 _AUDIT["busy"] = True
                 try:
-                    by_test = _by_test_code(sys._getframe(1), infrastructure, library)
+                    by_test = _by_test_code(sys._getframe(1), library, candidates)
                 finally:
                     _AUDIT["busy"] = False
                 if by_test:
