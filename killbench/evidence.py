@@ -335,3 +335,27 @@ class RunConfig(Record):
         for k in ("targets", "started_at"):
             d.pop(k)
         return d
+
+
+def schema_models() -> dict[str, type[Record]]:
+    """The records whose JSON Schemas are published in docs/schemas/ (file name -> model)."""
+    from .metrics import Score
+
+    return {"run-config": RunConfig, "submission": Submission, "gate-entry": GateEntry,
+            "population": Population, "kill-matrix": KillMatrix,
+            "generation-summary": GenerationSummary, "score": Score}
+
+
+def render_schemas() -> dict[str, str]:
+    """file name -> the JSON Schema text generated from each record (what docs/schemas holds)."""
+    return {f"{name}.schema.json": json.dumps(model.model_json_schema(), indent=1, sort_keys=True) + "\n"
+            for name, model in schema_models().items()}
+
+
+def write_schemas(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, text in render_schemas().items():
+        (directory / name).write_text(text)
+        out.append(directory / name)
+    return out

@@ -316,6 +316,11 @@ class _Evaluations:
     def evaluate(self, source, task: str | None, asked_by: str) -> GateEntry:
         key = (candidate_id(source) if isinstance(source, str) else "0" * 16, task)
         with self._lock:
+            if key not in self._done and key not in self._pending and \
+                    len(self._done) + len(self._pending) >= self.limit:
+                raise GateBudgetExhausted(
+                    f"gate-call budget spent: {self.limit} distinct tests gated for {self.target}",
+                    limit=self.limit, spent=self.limit)
             if asked_by == "generator":
                 self.asked_by_generator.add(key)
             if key in self._done:
@@ -323,10 +328,6 @@ class _Evaluations:
             fut = self._pending.get(key)
             mine = fut is None
             if mine:
-                if len(self._done) + len(self._pending) >= self.limit:
-                    raise GateBudgetExhausted(
-                        f"gate-call budget spent: {self.limit} distinct tests gated for {self.target}",
-                        limit=self.limit, spent=self.limit)
                 fut = self._pending[key] = Future()
         if not mine:
             return fut.result()
