@@ -76,7 +76,9 @@ class Policy:
     level: str = "none"
     readable: tuple[Path, ...] = ()  # bound read-only (bwrap); the system dirs are added
     writable: tuple[Path, ...] = ()  # bound read-write (bwrap)
-    tmp: Path | None = None  # bound at /tmp (bwrap)
+    tmp: Path | None = None  # bound at /tmp (bwrap); None: a private tmpfs of tmp_bytes
+    tmp_bytes: int = 512 << 20  # the size of the private /tmp, and 1/8 of it for /dev/shm
+    dirs: tuple[Path, ...] = ()  # created (mode 0777) once everything is mounted (bwrap)
 
 
 @dataclass
@@ -184,20 +186,25 @@ def bwrap_prefix(policy: Policy, cwd: Path, drop_user: bool) -> list[str]:
     readable = [Path(p) for p in policy.readable]
     writable = [Path(p) for p in policy.writable]
     # /tmp first: binds below it (a cache under /tmp) then get their mount points inside it
+    # a size-limited tmpfs: a test that fills /tmp or /dev/shm fills its own memory budget,
+    # not the machine's
     if policy.tmp is not None:
         cmd += ["--bind", str(policy.tmp), "/tmp"]
     else:
-        cmd += ["--perms", "1777", "--tmpfs", "/tmp"]
+        cmd += ["--perms", "1777", "--size", str(policy.tmp_bytes), "--tmpfs", "/tmp"]
     for d in _dirs_to_create(readable + writable):
         cmd += ["--perms", "0755", "--dir", d]
     for d in SYSTEM_DIRS:
         if os.path.exists(d):
             cmd += ["--ro-bind", d, d]
-    cmd += ["--proc", "/proc", "--dev", "/dev"]
+    cmd += ["--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--size", str(policy.tmp_bytes // 8), "--tmpfs", "/dev/shm"]
     for p in readable:
         cmd += ["--ro-bind", str(p), str(p)]
     for p in writable:
         cmd += ["--bind", str(p), str(p)]
+    for d in policy.dirs:
+        cmd += ["--perms", "0777", "--dir", str(d)]
     cmd += ["--chdir", str(cwd), "--"]
     return cmd
 

@@ -78,6 +78,7 @@ GAMING_PATTERNS = (
     "$L.get_source($$$)", "$L.get_code($$$)", "$L.get_data($$$)", "importlib.util.find_spec($$$)",
     "find_spec($$$)", "importlib.resources.$F($$$)", "pkgutil.get_data($$$)",
     "marshal.loads($$$)", "$X.f_code", "$X.gi_code", "$X.cr_code",
+    "killbench_probe", "killbench_probe.$X",  # the probe inside the run: no test's business
 )
 _RESOURCE_ERRNOS = {errno_codes.EFBIG, errno_codes.ENOMEM, errno_codes.EAGAIN, errno_codes.EMFILE}
 

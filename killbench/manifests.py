@@ -264,7 +264,10 @@ def index_of(manifests: dict[str, dict]) -> dict:
                      "reachable_survivors": c["survived_reachable"], "unkillable": c["unkillable"],
                      "task_set": len(m["task_set"]), "held_out": m["held_out"]["size"],
                      "held_out_minimum_met": m["held_out"]["minimum_met"]})
-    return {"schema": SCHEMA, "killbench": __version__, "digest": digest(manifests), "targets": rows}
+    # the killbench that built the manifests, not the one reading them: a new release of the
+    # package does not change the benchmark or its index
+    built_by = ", ".join(sorted({m.get("killbench", "?") for m in manifests.values()})) or __version__
+    return {"schema": SCHEMA, "killbench": built_by, "digest": digest(manifests), "targets": rows}
 
 
 def write_index(directory: Path | None = None) -> dict:

@@ -6,8 +6,11 @@ Invariants (checked by ``killbench doctor`` and after every run):
    project tree and of the built wheel's content; a mutant is written into both, and every
    run reports the ``__file__`` of the target's modules so the caller can check it lies
    inside this sandbox.
-2. No bytecode is shared: PYTHONDONTWRITEBYTECODE=1 and a fresh, empty PYTHONPYCACHEPREFIX
-   for every run, so Python neither reads nor writes a ``__pycache__`` beside the sources.
+2. No bytecode of the target is ever reused: PYTHONDONTWRITEBYTECODE=1, and
+   PYTHONPYCACHEPREFIX names the environment's bytecode template (the standard library and
+   the installed packages, compiled once: ``targets.ensure_pycache``), so Python never reads
+   or writes a ``__pycache__`` beside the sources, and the target's files (and a mutant),
+   whose sandbox paths no template holds, are compiled from source in every run.
 3. A run ends when its deadline passes: the executor kills its whole process group.
 4. Every run starts from the same state: a fresh scratch directory at the same path (HOME,
    TMPDIR, pytest's basetemp and the probe's files live there), so nothing one run leaves
@@ -323,7 +326,7 @@ class Sandbox:
         run = self.run_dir
         if run.exists():
             shutil.rmtree(run)
-        for sub in ("", "home", "tmp", "pycache"):
+        for sub in ("", "home", "tmp"):
             (run / sub).mkdir(parents=True, exist_ok=True)
             if self.isolation == "bwrap" and os.geteuid() == 0:
                 os.chown(run / sub, executor.NOBODY, executor.NOBODY)
@@ -343,7 +346,13 @@ class Sandbox:
             "seed": True,
             "order": order,
         }
-        tmp = "/tmp" if self.isolation == "bwrap" else str(run / "tmp")
+        # HOME, TMPDIR, pytest's basetemp and the bytecode prefix: under bwrap a private,
+        # size-limited /tmp; without it, directories of the scratch directory
+        scratch = Path("/tmp") if self.isolation == "bwrap" else run
+        home, tmp, basetemp = scratch / "home", scratch / "tmp", scratch / "basetemp"
+        # bytecode of the standard library and the environment from its template (read only);
+        # the target's files, in this sandbox, are in no template: compiled fresh every run
+        pycache = self.target.env.pycache
         if coverage:
             config["coverage"] = {"data_file": str(run / ".coverage"),
                                   "include": self.source_files(), "out": str(run / "coverage.json")}
@@ -354,27 +363,28 @@ class Sandbox:
             base = Path(os.path.realpath(self.target.env.python)).parent.parent
             config["audit"] = {"sources": self.source_files(), "library": library,
                                "candidates": [str(self.tree / c) for c in candidates],
-                               "scratch": [str(run), *map(str, writable)], "writable": [tmp],
+                               "scratch": [str(run), *map(str, writable)],
+                               "writable": [str(scratch)] if scratch != run else [],
                                "readonly": [str(self.root), str(self.target.env.root), str(base),
                                             str(PROBE_DIR)]}
         (run / "probe.json").write_text(json.dumps(config))
         env = {
             "PATH": f"{self.root / 'bin'}:{self.target.env.root / 'bin'}:/usr/bin:/bin",
-            "HOME": str(run / "home"),
-            "TMPDIR": tmp,
+            "HOME": str(home),
+            "TMPDIR": str(tmp),
             "LANG": "C.UTF-8",
             "LC_ALL": "C.UTF-8",
             "TZ": "UTC",
             "PYTHONHASHSEED": hashseed,
             "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONPYCACHEPREFIX": str(run / "pycache"),
+            "PYTHONPYCACHEPREFIX": str(pycache),
             "PYTHONNOUSERSITE": "1",
             "PYTHONPATH": os.pathsep.join([str(PROBE_DIR), *extra_paths, *self.python_path()]),
             "KILLBENCH_PROBE_CONFIG": str(run / "probe.json"),
             "VIRTUAL_ENV": str(self.target.env.root),
         }
         argv = [str(self.target.env.pytest), "-p", "killbench_probe", "-p", "no:cacheprovider",
-                "-q", "--rootdir", str(self.tree), f"--basetemp={run / 'basetemp'}",
+                "-q", "--rootdir", str(self.tree), f"--basetemp={basetemp}",
                 *self.target.spec.pytest_args, *args]
         python = self.target.env.python
         policy = Policy()
@@ -382,8 +392,8 @@ class Sandbox:
             base = Path(os.path.realpath(python)).parent.parent
             readable = (base, self.target.env.root, PROBE_DIR, self.root,
                         *[Path(p) for p in extra_paths])
-            policy = Policy("bwrap", readable=readable,
-                            writable=(run, *[Path(p) for p in writable]), tmp=run / "tmp")
+            policy = Policy("bwrap", readable=readable, writable=(run, *[Path(p) for p in writable]),
+                            dirs=(home, tmp))
         spawn = Spawn(argv, cwd=self.tree, env=env, timeout=timeout, stdout=self.root / "stdout.txt",
                       stderr=self.root / "stderr.txt", limits=limits, policy=policy,
                       launcher_python=python)
