@@ -65,6 +65,10 @@ THREADS = int(os.environ.get("KILLBENCH_LOCAL_THREADS", "1"))
 # OpenMP's default busy-wait spins idle worker threads; on a loaded machine that steals
 # the cores the other threads need. Set in the server's environment unless the user set it.
 OMP_WAIT_POLICY = "PASSIVE"
+# llama.cpp's server keeps the state of earlier prompts in RAM to reuse shared prefixes;
+# its default cap (8 GiB) let a long run grow the server by the KV cache of every
+# distinct prompt (about 25 MB each with gemma3-270m, measured): capped here.
+CACHE_RAM_MIB = int(os.environ.get("KILLBENCH_LOCAL_CACHE_RAM_MIB", "512"))
 
 
 def install_hint(extra: str) -> str:
@@ -276,7 +280,7 @@ class LocalServer:
         return [sys.executable, "-m", "killbench.models.local", "--parent", str(os.getpid()),
                 "--ready", str(self.ready_path), "--model", str(self.gguf),
                 "--alias", self.model.name, "--n-ctx", str(self.model.n_ctx),
-                "--threads", str(self.threads)]
+                "--threads", str(self.threads), "--cache-ram-mib", str(CACHE_RAM_MIB)]
 
     def environment(self) -> dict:
         env = dict(os.environ)
@@ -460,6 +464,7 @@ def _serve(argv: list[str]) -> None:
     ap.add_argument("--alias", required=True)
     ap.add_argument("--n-ctx", type=int, default=8192)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--cache-ram-mib", type=int, default=512)
     args = ap.parse_args(argv)
 
     import xllamacpp
@@ -473,6 +478,7 @@ def _serve(argv: list[str]) -> None:
     params.n_parallel = 1  # one request at a time, as computed alone: no batching across calls
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
+    params.cache_ram_mib = args.cache_ram_mib
     params.use_jinja = True  # chat models: the chat template the GGUF carries
     server = xllamacpp.Server(params)  # returns once the model is loaded and it listens
     # the server installed handlers that only end its loop; SIGTERM must end the process
