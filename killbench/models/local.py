@@ -59,11 +59,15 @@ from .base import ClientSettings, ModelClient, ModelError, Reply
 
 RUNTIME = "xllamacpp"  # distribution (and import name) of the server runtime
 STARTUP_TIMEOUT_S = float(os.environ.get("KILLBENCH_LOCAL_STARTUP_TIMEOUT", "180"))
-# Threads for prompt processing and generation. Measured on 2 shared cores (bench/
-# local_models.py, docs/models.md): see THREADS_NOTE there for the figures.
-THREADS = int(os.environ.get("KILLBENCH_LOCAL_THREADS", "1"))
-# OpenMP's default busy-wait spins idle worker threads; on a loaded machine that steals
-# the cores the other threads need. Set in the server's environment unless the user set it.
+# Threads for prompt processing and generation, and OpenMP's wait policy, chosen from
+# bench/local_models.py on 2 shared cores (figures in docs/models.md): with 2 threads and
+# PASSIVE, prompts go about 1.9x and generation about 1.3x as fast as with 1 thread
+# when the other core is free, and about as fast as 1 thread when it is busy. OpenMP's
+# default (spinning a while before sleeping) and ACTIVE generate fastest on free cores
+# but collapse to about 1 token/s beside one busy process, and ACTIVE keeps a core busy
+# while the server is idle (while the gate runs). The policy is set in the server's
+# environment unless the user set OMP_WAIT_POLICY.
+THREADS = int(os.environ.get("KILLBENCH_LOCAL_THREADS", "2"))
 OMP_WAIT_POLICY = "PASSIVE"
 # llama.cpp's server keeps the state of earlier prompts in RAM to reuse shared prefixes;
 # its default cap (8 GiB) let a long run grow the server by the KV cache of every
@@ -481,7 +485,8 @@ def _serve(argv: list[str]) -> None:
     params.cache_ram_mib = args.cache_ram_mib
     params.use_jinja = True  # chat models: the chat template the GGUF carries
     server = xllamacpp.Server(params)  # returns once the model is loaded and it listens
-    # the server installed handlers that only end its loop; SIGTERM must end the process
+    # SIGTERM must end the process: xllamacpp 2026.10.11549 leaves it at the default
+    # (checked), but older sources installed handlers that only end the server's loop
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     tmp = args.ready.with_name(args.ready.name + ".tmp")
