@@ -62,7 +62,7 @@ STARTUP_TIMEOUT_S = float(os.environ.get("KILLBENCH_LOCAL_STARTUP_TIMEOUT", "180
 # Threads for prompt processing and generation, and OpenMP's wait policy, chosen from
 # bench/local_models.py on 2 shared cores (figures in docs/models.md): with 2 threads and
 # PASSIVE, prompts go about 1.9x and generation about 1.3x as fast as with 1 thread
-# when the other core is free, and about as fast as 1 thread when it is busy. OpenMP's
+# when the other core is free, and 0.8 to 1 times as fast when it is busy. OpenMP's
 # default (spinning a while before sleeping) and ACTIVE generate fastest on free cores
 # but collapse to about 1 token/s beside one busy process, and ACTIVE keeps a core busy
 # while the server is idle (while the gate runs). The policy is set in the server's
