@@ -310,7 +310,7 @@ CHILD = textwrap.dedent("""
     c = open_model("local/gemma3-270m", cache_dir=None, transcript=None, budget=None,
                    no_cache=True)
     c.complete([{"role": "user", "content": "x = 1\\n"}], max_tokens=4, mode="completion")
-    print(c.server.proc.pid, flush=True)
+    print(c.server.proc.pid, c.server.log_path, c.server.ready_path, flush=True)
     if sys.argv[1] == "hang":
         time.sleep(600)
 """)
@@ -324,11 +324,14 @@ def test_the_server_stops_with_killbench(how, tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", CHILD, "hang" if how == "killed" else "exit"],
                             stdout=subprocess.PIPE, text=True, env=env)
     try:
-        pid = int(proc.stdout.readline())
+        pid, log, ready = proc.stdout.readline().split()
+        pid = int(pid)
+        assert Path(log).is_file() and Path(ready).is_file()  # while it runs
         if how == "killed":  # no exit handler runs: the server's watchdog must notice
             proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
         assert _gone(pid, 20), f"the local server (pid {pid}) outlived killbench ({how})"
+        assert not Path(log).exists() and not Path(ready).exists()  # nothing left behind
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -282,7 +282,8 @@ class LocalServer:
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "killbench.models.local", "--parent", str(os.getpid()),
-                "--ready", str(self.ready_path), "--model", str(self.gguf),
+                "--ready", str(self.ready_path), "--log", str(self.log_path),
+                "--model", str(self.gguf),
                 "--alias", self.model.name, "--n-ctx", str(self.model.n_ctx),
                 "--threads", str(self.threads), "--cache-ram-mib", str(CACHE_RAM_MIB)]
 
@@ -460,10 +461,12 @@ def open_local(settings: ClientSettings) -> ModelClient:
 def _serve(argv: list[str]) -> None:
     """``python -m killbench.models.local --parent PID --ready FILE --model GGUF ...``:
     load the model into xllamacpp's server on 127.0.0.1 (a free port), write the address
-    to FILE, and exit when the process that started it is gone or on SIGTERM."""
+    to FILE, and exit on SIGTERM, or when the process that started it is gone (then
+    removing FILE and its log)."""
     ap = argparse.ArgumentParser(prog="python -m killbench.models.local")
     ap.add_argument("--parent", type=int, required=True)
     ap.add_argument("--ready", type=Path, required=True)
+    ap.add_argument("--log", type=Path, help="its own log, removed if killbench dies")
     ap.add_argument("--model", required=True)
     ap.add_argument("--alias", required=True)
     ap.add_argument("--n-ctx", type=int, default=8192)
@@ -494,6 +497,9 @@ def _serve(argv: list[str]) -> None:
     os.replace(tmp, args.ready)
     while os.getppid() == args.parent:  # the watchdog: killbench died, so do we
         time.sleep(0.5)
+    for path in (args.ready, args.log):  # nobody is left to remove them or read them
+        if path is not None:
+            path.unlink(missing_ok=True)
     os._exit(0)
 
 
