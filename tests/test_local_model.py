@@ -14,10 +14,12 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 import threading
 import time
 import tomllib
@@ -155,7 +157,8 @@ def slices(tmp_path, monkeypatch):
     site.mkdir()
     monkeypatch.syspath_prepend(str(site))
     data = [os.urandom(3000), os.urandom(5000), os.urandom(1234)]
-    parts = _fake_slices(site, "kbfake-slice-part", data)
+    # names unique to this test: importlib.metadata must not find another test's slices
+    parts = _fake_slices(site, f"kbfake{uuid.uuid4().hex[:8]}-slice-part", data)
     joined = b"".join(data)
 
     def model(sha256=hashlib.sha256(joined).hexdigest(), size=len(joined)):
@@ -179,7 +182,7 @@ def test_a_wrong_joined_hash_is_refused_and_leaves_no_file(slices):
     model, joined, cache = slices
     wrong = model(sha256=hashlib.sha256(joined + b"x").hexdigest())
     with pytest.raises(UserError, match=r"local/fake: the model file assembled from "
-                                        r"kbfake-slice-part1\.\.3 1\.0 is 9234 bytes with sha256 "
+                                        rf"{re.escape(model().parts[0])}\.\.3 1\.0 is 9234 bytes with sha256 "
                                         r"[0-9a-f]{64}, not the pinned 9234 bytes .*refused, "
                                         r"nothing was put in the cache.*\[fake-extra\]"):
         local.model_file(wrong)
@@ -198,8 +201,9 @@ def test_a_damaged_file_in_the_cache_is_assembled_again(slices):
 
 def test_a_slice_missing_from_its_package_is_a_clear_error(slices, tmp_path):
     model, _, cache = slices
-    (tmp_path / "site" / "kbfake_slice_part2" / "data" / "part02.bin").unlink()
-    with pytest.raises(UserError, match=r"kbfake-slice-part2 1\.0: its slice .*part02\.bin is "
+    second = model().parts[1]
+    (tmp_path / "site" / second.replace("-", "_") / "data" / "part02.bin").unlink()
+    with pytest.raises(UserError, match=rf"{re.escape(second)} 1\.0: its slice .*part02\.bin is "
                                         r"missing"):
         local.model_file(model())
     assert sorted(p.name for p in cache.iterdir()) == ["fake.lock"]
