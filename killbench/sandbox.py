@@ -396,7 +396,8 @@ class Sandbox:
                             dirs=(home, tmp))
         spawn = Spawn(argv, cwd=self.tree, env=env, timeout=timeout, stdout=self.root / "stdout.txt",
                       stderr=self.root / "stderr.txt", limits=limits, policy=policy,
-                      launcher_python=python)
+                      launcher_python=python,
+                      rusage=run / "rusage.json" if self.isolation == "bwrap" else None)
         proc = executor.run(spawn)
         report = read_report(run / "report.jsonl", proc)
         cov = None

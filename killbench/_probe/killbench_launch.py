@@ -11,6 +11,9 @@ JSON object). It applies, in this order and in the child's own process rather th
                 (set after the uid change, which would clear it)
     no_aslr     exec without address-space randomisation (CPython 3.11 hashes of None
                 and of plain objects are addresses: set order would vary per process)
+    rusage      a path: run the command as a child, wait for it, write its CPU time and
+                peak memory there as JSON, and end as it ended (a sandbox's own init
+                would otherwise reap it, and its CPU time be lost to killbench)
 
 then ``os.execv`` the command, so the limits and the user apply to it and its children.
 Standard library only: it runs with the target environment's interpreter.
@@ -64,11 +67,43 @@ def main(argv):
                 libc.personality(current | ADDR_NO_RANDOMIZE)
         if spec.get("uid") is not None:
             libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if spec.get("rusage"):
+        return _run_and_account(command, spec["rusage"], libc)
     try:
         os.execv(command[0], command)
     except OSError as exc:
         sys.stderr.write(f"killbench_launch: cannot execute {command[0]}: {exc}\n")
         return 127
+
+
+def _run_and_account(command, path, libc):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if libc is not None:
+                libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+            os.execv(command[0], command)
+        except OSError as exc:
+            sys.stderr.write(f"killbench_launch: cannot execute {command[0]}: {exc}\n")
+        os._exit(127)
+    while True:
+        try:
+            _, status, usage = os.wait4(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    try:
+        with open(path, "w") as fh:
+            json.dump({"cpu_s": usage.ru_utime + usage.ru_stime, "max_rss_kb": usage.ru_maxrss}, fh)
+    except OSError:
+        pass
+    if os.WIFSIGNALED(status):
+        import signal
+
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    return os.waitstatus_to_exitcode(status)
 
 
 if __name__ == "__main__":
