@@ -106,8 +106,11 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True) ->
               help="A run's deadline is this times its baseline time, plus the floor.")
 @click.option("--timeout-floor", type=click.FloatRange(min=0.5), default=10.0, show_default=True,
               help="Seconds added to every deadline.")
+@click.option("--warm/--no-warm", default=True, show_default=True,
+              help="Run mutants in a warm runner (the suite collected once, each mutant in a "
+                   "forked child); --no-warm runs every mutant in a fresh pytest process.")
 @_scheduler_option
-def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_floor,
+def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_floor, warm,
            scheduler) -> None:
     """Run each TARGET's own suite against every mutant (pin names or project directories)."""
     from .config import resolve
@@ -129,7 +132,7 @@ def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_f
     several = len(specs) > 1
     if json_path and (json_path.is_dir() if not several else json_path.is_file()):
         raise UserError(f"--json {json_path}: give a file for one target, a directory for several")
-    settings = RunSettings(timeout_factor, timeout_floor)
+    settings = RunSettings(timeout_factor, timeout_floor, warm)
     per_task = _per_task_jobs(scheduler, jobs)
     tasks = {name: (mutate_report, {"spec": spec, "jobs": per_task, "operators": ops,
                                     "fresh": fresh, "settings": settings,

@@ -401,3 +401,76 @@ def run_trusted(argv: list[str], *, cwd: Path | None = None, env: dict | None = 
         with _active_lock:
             _active.discard(proc.pid)
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+class Server:
+    """A long-lived child (the warm runner): the same exec prefix and isolation as a run,
+    jobs in on a pipe, answers out on stdout, one JSON line each. Killed with its group."""
+
+    def __init__(self, spawn: Spawn):
+        jobs_read, self._jobs = os.pipe()
+        self._answers, answers_write = os.pipe()
+        env = dict(spawn.env, KILLBENCH_WARM_FD=f"{jobs_read},{answers_write}")
+        self.spawn = spawn
+        self._stdout = open(spawn.stdout, "wb")
+        self._stderr = open(spawn.stderr, "wb")
+        try:
+            self.proc = subprocess.Popen(command(spawn), cwd=spawn.cwd, env=env, stdout=self._stdout,
+                                         stderr=self._stderr, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, pass_fds=(jobs_read, answers_write))
+        finally:
+            os.close(jobs_read)
+            os.close(answers_write)
+        with _active_lock:
+            _active.add(self.proc.pid)
+        self._buf = b""
+
+    def read(self, timeout: float | None) -> dict | None:
+        """The next answer, or None when none came in time or the server is gone."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        fd = self._answers
+        while b"\n" not in self._buf:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        try:
+            return json.loads(line)
+        except ValueError:
+            return {"garbage": line[-200:].decode("utf-8", "replace")}
+
+    def send(self, job: dict) -> bool:
+        try:
+            os.write(self._jobs, (json.dumps(job) + "\n").encode())
+            return True
+        except OSError:
+            return False
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        try:
+            os.close(self._jobs)
+        except OSError:
+            pass
+        _killpg(self.proc.pid)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        with _active_lock:
+            _active.discard(self.proc.pid)
+        for f in (self._stdout, self._stderr):
+            f.close()
+        try:
+            os.close(self._answers)
+        except OSError:
+            pass

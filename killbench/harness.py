@@ -34,6 +34,7 @@ from .records import VERDICTS, Mutant, MutantRecord, Outcome, Reach
 from .runner import CleanSelections, RunSettings, run_mutant, selection_for
 from .sandbox import Sandbox
 from .targets import PreparedTarget, prepare
+from .warm import WarmRunner, check_sample
 
 log = logging.getLogger("killbench")
 
@@ -194,6 +195,8 @@ def run_mutants(target: PreparedTarget, baseline: Baseline, todo: list[tuple[Mut
     pool: queue.Queue[Sandbox] = queue.Queue()
     sandboxes = [Sandbox(target, workdir / "sandboxes" / f"{sandbox_prefix}{i}") for i in range(jobs)]
     for sb in sandboxes:
+        if settings.warm:
+            sb.warm = WarmRunner(sb, baseline)
         pool.put(sb)
     lock = threading.Lock()
     clean = CleanSelections()
@@ -233,6 +236,10 @@ def run_mutants(target: PreparedTarget, baseline: Baseline, todo: list[tuple[Mut
             for sb in sandboxes:
                 sb.kill()
             raise
+        finally:
+            for sb in sandboxes:
+                if getattr(sb, "warm", None) is not None:
+                    sb.warm.close()
 
 
 def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[Candidate],
@@ -264,13 +271,41 @@ def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[
         if entry is None:
             raise HarnessError(f"mutant {c.mutant.id} has no result after the run")
         records.append(MutantRecord(c.mutant, reaches[c.mutant.id], Outcome.from_dict(entry["outcome"])))
+    if settings.warm:
+        warm_equals_plain(target, baseline, records, journal.path.parent, jobs, settings,
+                          label or target.name)
     return records
+
+
+WARM_SAMPLE = 8
+
+
+def warm_equals_plain(target: PreparedTarget, baseline: Baseline, records: list[MutantRecord],
+                      workdir: Path, jobs: int, settings: RunSettings, name: str,
+                      sample: int = WARM_SAMPLE, seed: int = 0) -> list[tuple]:
+    """A seeded sample of the mutants the warm runner judged, run again the plain way: the
+    verdicts must be the same (a harness error otherwise, never a silent fallback)."""
+    import dataclasses
+    import random
+
+    warm = [r for r in records if r.outcome.runner == "warm"]
+    if not warm:
+        return []
+    picked = random.Random(f"{seed}:{name}").sample(warm, min(sample, len(warm)))
+    plain: dict[str, Outcome] = {}
+    run_mutants(target, baseline, [(r.mutant, selection_for(r.reach, baseline)) for r in picked],
+                workdir, jobs, lambda m, o: plain.__setitem__(m.id, o),
+                dataclasses.replace(settings, warm=False), sandbox_prefix="plain")
+    pairs = [(r.mutant, r.outcome.verdict, plain[r.mutant.id].verdict) for r in picked]
+    check_sample(name, pairs)
+    return pairs
 
 
 def mutate_header(target: PreparedTarget, ops, settings: RunSettings) -> dict:
     """What a mutate journal's results depend on."""
     return {"killbench": __version__, "fingerprint": target.fingerprint, "operators": sorted(ops),
-            "timeout_factor": settings.timeout_factor, "timeout_floor": settings.timeout_floor}
+            "timeout_factor": settings.timeout_factor, "timeout_floor": settings.timeout_floor,
+            "warm": settings.warm}
 
 
 def mutate_journal_path(workdir: Path, header: dict) -> Path:

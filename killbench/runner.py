@@ -33,6 +33,7 @@ from .sandbox import Sandbox
 class RunSettings:
     timeout_factor: float = 3.0
     timeout_floor: float = 10.0
+    warm: bool = True  # run covering tests in the sandbox's warm runner where it applies
 
 
 def test_files(nodeids: list[str]) -> list[str]:
@@ -49,7 +50,14 @@ def selection_for(reach: Reach, baseline: Baseline) -> list[str] | None:
 
 
 def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
-         settings: RunSettings) -> RunReport:
+         settings: RunSettings, mutant: Mutant | None = None) -> RunReport:
+    timeout = baseline.timeout_for(tests, settings.timeout_factor, settings.timeout_floor)
+    warm = getattr(sandbox, "warm", None)
+    if warm is not None and settings.warm and mutant is not None and tests:
+        report = warm.run(mutant, tests, timeout)
+        if report is not None:
+            report.runner = "warm"
+            return report
     spec = sandbox.target.spec
     files = test_files(tests) if tests is not None else []
     if tests is None or not all((sandbox.tree / f).is_file() for f in files):
@@ -57,7 +65,6 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
         # from the installed package): collect the suite's own arguments, select by id
         files = list(spec.tests)
     args = ["-x"] + files
-    timeout = baseline.timeout_for(tests, settings.timeout_factor, settings.timeout_floor)
     report, _ = sandbox.run_pytest(args, select=tests, exclude=baseline.excluded, timeout=timeout)
     return report
 
@@ -152,7 +159,8 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
     original = (sandbox.target.tree / mutant.path).read_bytes()
     sandbox.write(mutant.path, apply(original, mutant))
     try:
-        report = _run(sandbox, baseline, tests, settings)
+        report = _run(sandbox, baseline, tests, settings, mutant)
+        runner = report.runner
         verdict, killed_by, detail = classify(report, sandbox)
         if verdict == "missing" and tests is not None:
             selection = "full"
@@ -192,7 +200,7 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
                       f"(clean exit {clean.returncode}): {report.stderr_tail[-300:]}")
     return Outcome(verdict=verdict, killed_by=killed_by,
                    duration_s=round(time.monotonic() - start, 3), ran=True,
-                   selection=selection, detail=detail)
+                   selection=selection, detail=detail, runner=runner)
 
 
 def run_clean(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,

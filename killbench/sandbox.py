@@ -332,12 +332,13 @@ class Sandbox:
                 os.chown(run / sub, executor.NOBODY, executor.NOBODY)
         return run
 
-    def run_pytest(self, args: list[str], *, select: list[str] | None, exclude: list[str],
-                   timeout: float, coverage: bool = False, extra_paths: list[str] = (),
-                   limits: Limits = Limits(), keep: bool = False, hashseed: str = "0",
-                   order: str | None = None, candidates: list[str] = (), writable: list[Path] = ()) -> tuple[RunReport, dict | None]:
-        """Run pytest once in this sandbox; returns the report and, if asked, coverage data."""
-        run = self._fresh_run_dir()
+    def pytest_spawn(self, run: Path, args: list[str], *, select: list[str] | None,
+                     exclude: list[str], timeout: float | None, coverage: bool = False,
+                     extra_paths: list[str] = (), limits: Limits = Limits(), hashseed: str = "0",
+                     order: str | None = None, candidates: list[str] = (),
+                     writable: list[Path] = ()) -> Spawn:
+        """The one pytest command of this sandbox: its probe configuration (written into
+        `run`), environment, isolation and limits."""
         config = {
             "report": str(run / "report.jsonl"),
             "select": select,
@@ -398,7 +399,23 @@ class Sandbox:
                       stderr=self.root / "stderr.txt", limits=limits, policy=policy,
                       launcher_python=python,
                       rusage=run / "rusage.json" if self.isolation == "bwrap" else None)
-        proc = executor.run(spawn)
+        return spawn
+
+    def run_pytest(self, args: list[str], *, select: list[str] | None, exclude: list[str],
+                   timeout: float, coverage: bool = False, extra_paths: list[str] = (),
+                   limits: Limits = Limits(), keep: bool = False, hashseed: str = "0",
+                   order: str | None = None, candidates: list[str] = (), writable: list[Path] = ()) -> tuple[RunReport, dict | None]:
+        """Run pytest once in this sandbox; returns the report and, if asked, coverage data."""
+        run = self._fresh_run_dir()
+        spawn = self.pytest_spawn(run, args, select=select, exclude=exclude, timeout=timeout,
+                                  coverage=coverage, extra_paths=extra_paths, limits=limits,
+                                  hashseed=hashseed, order=order, candidates=candidates,
+                                  writable=writable)
+        return self.after_run(run, executor.run(spawn), coverage=coverage, keep=keep)
+
+    def after_run(self, run: Path, proc: ProcessResult, *, coverage: bool = False,
+                  keep: bool = False) -> tuple[RunReport, dict | None]:
+        """What a run in `run` reported, and the checks of the sandbox after it."""
         report = read_report(run / "report.jsonl", proc)
         cov = None
         if coverage and (run / "coverage.json").exists():

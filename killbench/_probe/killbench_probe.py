@@ -170,16 +170,27 @@ def _write_coverage():
         json.dump(out, fh, sort_keys=True)
 
 
-def pytest_sessionfinish(session, exitstatus):
-    _AUDIT["on"] = False  # coverage and pytest's own reporting read sources legitimately
-    if _COV is not None:
-        _write_coverage()
+def _reset(config):
+    """A forked child of the warm runner: this job's configuration and a report of its own;
+    nothing of the parent's run is carried over."""
+    global _CONFIG, _REPORT, _EXC, _COV
+    _CONFIG, _REPORT, _EXC, _COV = config, None, {}, None
+
+
+def finish(exitstatus, testsfailed=None, testscollected=None):
     modules = {}
     for name in _config().get("modules") or ():
         mod = sys.modules.get(name)
         modules[name] = getattr(mod, "__file__", None) if mod is not None else None
     _emit({"event": "finish", "exitstatus": int(exitstatus), "modules": modules,
-           "testsfailed": session.testsfailed, "testscollected": session.testscollected})
+           "testsfailed": testsfailed, "testscollected": testscollected})
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _AUDIT["on"] = False  # coverage and pytest's own reporting read sources legitimately
+    if _COV is not None:
+        _write_coverage()
+    finish(exitstatus, session.testsfailed, session.testscollected)
 
 
 # ---------------------------------------------------------------- untrusted tests

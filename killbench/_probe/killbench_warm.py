@@ -1,0 +1,203 @@
+"""The warm runner: a pytest session that collects a target's suite once, then runs each
+mutant in a forked child with the mutant's function swapped in.
+
+Loaded with ``-p killbench_warm`` into a normal killbench run of the target's own suite
+(with the probe). After collection, ``pytest_runtestloop`` does not run the tests: it
+answers jobs, one JSON line each on the first file descriptor named by KILLBENCH_WARM_FD
+("JOBS,ANSWERS"), with one JSON line on the second (pytest and the tests own stdout):
+
+    job     {"id", "report", "select": [node ids], "path": the mutated file as imported,
+             "function": qualified name, "timeout": seconds}
+    answer  {"id", "status": wait status, "timed_out", "wall_s", "cpu_s", "max_rss_kb"}
+            (status 99 from the child: the mutant cannot be applied in place; run it cold)
+
+The child (in a session of its own) compiles the mutated file as it is on disk (killbench
+wrote the mutant there, so a lazy import sees it too), replaces the code of the mutant's
+function, and of every function enclosing it, in every live function object made from them
+(closures made later come from the mutated code), then runs the selected tests through
+pytest's own protocol, stopping at the first failure, with the probe writing the job's
+report. Only mutants inside a function body are applied this way; anything evaluated at
+import or definition time (module and class bodies, defaults, decorators, annotations) is
+for a cold run. ``killbench doctor`` and every ``mutate`` run compare this path with the
+plain one on a sample of mutants; a difference is a harness error, never a fallback.
+"""
+
+import ast
+import gc
+import json
+import os
+import signal
+import sys
+import time
+import types
+
+import pytest
+
+CANNOT_APPLY = 99
+
+
+def _codes(code, prefix=()):
+    """qualname -> code object, over a module code's nested functions and classes."""
+    out = {}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            out.setdefault(const.co_qualname, []).append(const)
+            for k, v in _codes(const).items():
+                out.setdefault(k, []).extend(v)
+    return out
+
+
+def _in_body(tree, qualname, start, end, starts):
+    """Whether [start, end) lies inside the body of the function `qualname` (not its
+    signature, defaults, decorators or annotations, which run at definition time)."""
+
+    def walk(body, path):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                here = path + [node.name]
+                name = ".".join(here)
+                if name == qualname and not isinstance(node, ast.ClassDef):
+                    first, last = node.body[0], node.body[-1]
+                    s = starts[first.lineno - 1] + first.col_offset
+                    e = starts[last.end_lineno - 1] + last.end_col_offset
+                    return s <= start and end <= e
+                inner = here + (["<locals>"] if not isinstance(node, ast.ClassDef) else [])
+                if qualname.startswith(".".join(inner) + "."):
+                    return walk(node.body, inner)
+        return False
+
+    return walk(tree.body, [])
+
+
+def apply_in_place(path, function, start, end):
+    """Swap the mutated function's code (and its enclosing functions') into every live
+    function object; False when the mutant cannot be applied this way."""
+    if not function or "<lambda>" in function or "<genexpr>" in function:
+        return False
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        tree = ast.parse(data)
+        code = compile(data, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
+    if not _in_body(tree, function, start, end, starts):
+        return False
+    mutated = _codes(code)
+    chain = []
+    parts = function.split(".<locals>.")
+    for i in range(1, len(parts) + 1):
+        chain.append(".<locals>.".join(parts[:i]))
+    wanted = {}
+    for name in chain:
+        found = mutated.get(name, [])
+        if len(found) != 1:
+            return False  # two definitions share the name: which one is live is unknown
+        wanted[name] = found[0]
+    swapped = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, types.FunctionType):
+            c = obj.__code__
+            new = wanted.get(c.co_qualname)
+            if new is not None and c.co_filename == path:
+                if c.co_freevars != new.co_freevars:
+                    return False
+                obj.__code__ = new
+                swapped += 1
+    return swapped > 0
+
+
+def _run_items(session, items):
+    import killbench_probe as probe
+
+    for i, item in enumerate(items):
+        nextitem = items[i + 1] if i + 1 < len(items) else None
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+        if session.testsfailed:
+            break
+    code = 1 if session.testsfailed else 0
+    probe.finish(code, session.testsfailed, len(items))
+    return code
+
+
+def _child(session, job, by_id):
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    import tempfile
+
+    import killbench_probe as probe
+
+    for key, value in job.get("env", {}).items():  # a fresh HOME and TMPDIR for every job
+        os.environ[key] = value
+        if key in ("HOME", "TMPDIR"):
+            os.makedirs(value, exist_ok=True)
+    tempfile.tempdir = None
+
+    missing = [n for n in job["select"] if n not in by_id]
+    items = [by_id[n] for n in job["select"] if n in by_id]
+    probe._reset({**probe._config(), "report": job["report"], "select": job["select"]})
+    if job.get("function") is not None and \
+            not apply_in_place(job["path"], job["function"], job["start"], job["end"]):
+        os._exit(CANNOT_APPLY)
+    probe._emit({"event": "start", "pid": os.getpid(), "python": sys.version.split()[0],
+                 "pytest": pytest.__version__, "warm": True})
+    probe._emit({"event": "collected", "collected": len(by_id), "selected": len(items),
+                 "missing": missing})
+    session.testsfailed = 0
+    session.shouldstop = session.shouldfail = False
+    code = _run_items(session, items)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _wait(pid, timeout):
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        got, status, usage = os.wait4(pid, os.WNOHANG)
+        if got:
+            return status, usage, False
+        if time.monotonic() >= deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _, status, usage = os.wait4(pid, 0)
+            return status, usage, True
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    jobs_fd, answers_fd = (int(x) for x in os.environ["KILLBENCH_WARM_FD"].split(","))
+    jobs = os.fdopen(jobs_fd, "r", encoding="utf-8")
+    out = os.fdopen(answers_fd, "w", encoding="utf-8")
+    by_id = {item.nodeid: item for item in session.items}
+    print(json.dumps({"ready": True, "items": len(by_id), "pid": os.getpid()}), file=out, flush=True)
+    for line in jobs:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(answers_fd)
+                os.close(jobs_fd)
+                _child(session, job, by_id)
+            finally:
+                os._exit(98)
+        status, usage, timed_out = _wait(pid, job["timeout"])
+        try:
+            os.killpg(pid, signal.SIGKILL)  # whatever the child's tests left in its session
+        except (ProcessLookupError, PermissionError):
+            pass
+        print(json.dumps({"id": job["id"], "status": status, "timed_out": timed_out,
+                          "wall_s": round(time.monotonic() - started, 4),
+                          "cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
+                          "max_rss_kb": int(usage.ru_maxrss)}), file=out, flush=True)
+    return True
+

@@ -1,0 +1,121 @@
+"""The warm runner of a sandbox: a server that collected the target's suite once, and runs
+each mutant's covering tests in a forked child with the mutant applied in place.
+
+What it saves, per mutant: the interpreter's start, importing pytest and the suite's
+dependencies, and collecting the test files (the plain path does all of it for every
+mutant). What it must not change: the verdict. So a mutant it cannot apply exactly (one
+evaluated at import or definition time, a lambda, a name defined twice) runs on the plain
+path, and every `mutate` run and `killbench doctor` run a sample of mutants both ways and
+fail loudly on any difference (``check_sample``).
+
+The server runs the target's own suite: it is for trusted code only (``mutate``,
+``manifests build``, ``doctor``), never for generated tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from .errors import HarnessError
+from .executor import ProcessResult, Server
+from .records import Mutant, RunReport
+
+log = logging.getLogger("killbench")
+
+CANNOT_APPLY = 99
+START_TIMEOUT = 600.0
+
+
+class WarmRunner:
+    """One server per sandbox, started on first use and again after a sandbox rebuild."""
+
+    def __init__(self, sandbox, baseline):
+        self.sandbox = sandbox
+        self.baseline = baseline
+        self.server: Server | None = None
+        self.broken: str | None = None  # why this sandbox runs everything cold
+        self._rebuilds = None
+        self._jobs = 0
+        self.runs = 0
+        self.fallbacks = 0
+
+    def _start(self) -> None:
+        sb = self.sandbox
+        root = sb.root / "warm"
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        (root / "home").mkdir()
+        (root / "tmp").mkdir()
+        spawn = sb.pytest_spawn(root, ["-p", "killbench_warm", *sb.target.spec.tests], select=None,
+                                exclude=self.baseline.excluded, timeout=None)
+        spawn.stdout, spawn.stderr = root / "server.out", root / "server.err"
+        self.server = Server(spawn)
+        ready = self.server.read(START_TIMEOUT)
+        if not ready or not ready.get("ready"):
+            tail = (root / "server.err").read_text(errors="replace")[-800:]
+            self.server.stop()
+            self.server = None
+            self.broken = f"the warm runner did not start ({ready}): {tail}"
+            log.warning("%s: %s; running every mutant the plain way", sb.target.name, self.broken)
+            return
+        self._rebuilds = sb.rebuilds
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def run(self, mutant: Mutant, tests: list[str], timeout: float) -> RunReport | None:
+        """The covering tests against `mutant` (already written into the sandbox), or None
+        when it must run the plain way."""
+        if self.broken:
+            return None
+        sb = self.sandbox
+        if self.server is None or not self.server.alive() or self._rebuilds != sb.rebuilds:
+            self.close()
+            self._start()
+            if self.server is None:
+                return None
+        self._jobs += 1
+        job_dir = sb.root / "warm" / "job"
+        if job_dir.exists():
+            shutil.rmtree(job_dir)
+        job_dir.mkdir(parents=True)
+        installed = sb.copies(mutant.path)[-1]  # where the suite imports the file from
+        job = {"id": self._jobs, "report": str(job_dir / "report.jsonl"), "select": list(tests),
+               "path": str(installed), "function": mutant.function, "start": mutant.start,
+               # where the replacement lies in the mutated file the child reads
+               "end": mutant.start + len(mutant.replacement.encode("utf-8")), "timeout": timeout,
+               "env": {"HOME": str(job_dir / "home"), "TMPDIR": str(job_dir / "tmp")}}
+        if not self.server.send(job):
+            self.close()
+            return None
+        answer = self.server.read(timeout + 30.0)
+        if answer is None or answer.get("id") != job["id"]:
+            self.close()  # a server that does not answer is gone: the plain path judges
+            return None
+        code = os.waitstatus_to_exitcode(answer["status"])
+        if code == CANNOT_APPLY:
+            self.fallbacks += 1
+            return None
+        self.runs += 1
+        proc = ProcessResult(returncode=None if answer["timed_out"] else code,
+                             signal=-code if code < 0 and not answer["timed_out"] else None,
+                             timed_out=answer["timed_out"], wall_s=answer["wall_s"],
+                             cpu_s=answer["cpu_s"], max_rss_kb=answer["max_rss_kb"],
+                             isolation="none", argv=["(warm)", *tests])
+        report, _ = sb.after_run(job_dir, proc, keep=True)
+        return report
+
+
+def check_sample(name: str, pairs: list[tuple[Mutant, str, str]]) -> None:
+    """Warm and plain verdicts of a sample of mutants must be the same: raise otherwise."""
+    diff = [f"{m.id} {m.path}:{m.line} {m.operator}: warm {a}, plain {b}" for m, a, b in pairs if a != b]
+    if diff:
+        raise HarnessError(f"{name}: the warm runner and the plain one disagree on {len(diff)} of "
+                           f"{len(pairs)} sampled mutants (a killbench bug; rerun with "
+                           f"--no-warm to use the plain path only): " + "; ".join(diff[:5]))
