@@ -156,7 +156,23 @@ def _run_doctor(spec, target, jobs, sample, seed, settings) -> tuple[list[Check]
         f"{len(todo) - len(diff)} / {len(todo)} identical "
         f"({_tally(parallel.values())})", not diff and len(todo) > 0, diff))
 
-    # 5. covering-tests selection equals the full suite; unreached mutants survive the full suite
+    # 5. the warm runner gives the plain path's verdicts
+    import dataclasses
+
+    plain: dict[str, Outcome] = {}
+    run_mutants(target, baseline, todo, workdir, jobs, lambda m, o: plain.__setitem__(m.id, o),
+                dataclasses.replace(settings, warm=False), sandbox_prefix="doctor-plain")
+    warm = [m for m, _ in todo if parallel[m.id].runner == "warm"]
+    diff = [f"{m.id} {m.path}:{m.line} {m.operator}: warm {parallel[m.id].verdict}, plain "
+            f"{plain[m.id].verdict}" for m in warm if parallel[m.id].verdict != plain[m.id].verdict]
+    checks.append(Check(
+        "warm runner equals plain",
+        f"identical verdicts for the sampled mutants the warm runner judged and the plain path",
+        f"{len(warm) - len(diff)} / {len(warm)} identical ({len(todo) - len(warm)} of {len(todo)} "
+        "sampled mutants ran the plain way: evaluated at import or definition time)",
+        not diff and (len(warm) > 0 or not settings.warm), diff))
+
+    # 6. covering-tests selection equals the full suite; unreached mutants survive the full suite
     sel_sample = [c for c in picked if not reaches[c.mutant.id].import_time]
     extra = rng.sample(unreached, min(max(2, sample // 4), len(unreached)))
     full: dict[str, Outcome] = {}
@@ -179,7 +195,7 @@ def _run_doctor(spec, target, jobs, sample, seed, settings) -> tuple[list[Check]
         f"{len(sel_sample) + len(extra) - len(diff)} / {len(sel_sample) + len(extra)} as expected",
         not diff and len(sel_sample) + len(extra) > 0, diff))
 
-    # 6. the counts add up (on the last complete mutate run if there is one)
+    # 7. the counts add up (on the last complete mutate run if there is one)
     checks.append(_counts_check(target, workdir, candidates, reaches, parallel))
     return checks, target
 

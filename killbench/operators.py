@@ -53,6 +53,9 @@ _register("default-argument", "held-out", "a constant default argument changed",
 _register("handler-broaden", "held-out", "except SomeError -> except Exception", default=False)
 _register("handler-reraise", "held-out", "an except body -> raise", default=False)
 _register("slice-bound", "held-out", "x[a:b] -> x[a:b+1] / x[a+1:b]", default=False)
+_register("assign-none", "held-out", "x = expr / self.a = expr -> ... = None", default=False)
+_register("call-argument-none", "held-out", "f(a, k=b): one argument -> None", default=False)
+_register("call-argument-remove", "held-out", "f(a, k=b): one argument removed", default=False)
 
 
 @dataclass(frozen=True)
@@ -311,6 +314,45 @@ def _slice(src: Source, node: ast.Slice, ctx) -> Iterator[Proposal]:
             yield Proposal(s, e, "(" + src.get(s, e) + ") + 1", "slice-bound", bound)
 
 
+def _assign(src: Source, node: ast.Assign | ast.AnnAssign, ctx) -> Iterator[Proposal]:
+    value = node.value
+    if value is None or (isinstance(value, ast.Constant) and value.value is None):
+        return
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    if len(targets) != 1 or not isinstance(targets[0], (ast.Name, ast.Attribute, ast.Subscript)):
+        return  # unpacking and chained assignment: `None` would not unpack
+    s, e = src.span(value)
+    yield Proposal(s, e, "None", "assign-none", value)
+
+
+def _call(src: Source, node: ast.Call, ctx) -> Iterator[Proposal]:
+    args = [a for a in node.args if not isinstance(a, ast.Starred)]
+    keywords = [k for k in node.keywords if k.arg is not None]
+    if len(args) != len(node.args) or len(keywords) != len(node.keywords):
+        return  # *args and **kwargs: which argument goes where is not known
+    items = [(a, a) for a in args] + [(k, k.value) for k in keywords]
+    cs, ce = src.span(node)
+    for i, (item, value) in enumerate(items):
+        vs, ve = src.span(value)
+        if not (isinstance(value, ast.Constant) and value.value is None):
+            yield _edit(src, node, vs, ve, "None", "call-argument-none")
+        # removing one argument: cut from its start to the next argument's start (or, for
+        # the last, from the end of the one before it), so that the commas stay right
+        s = src.span(item)[0] if not isinstance(item, ast.keyword) else \
+            src.offset(item.lineno, item.col_offset)
+        e = src.span(item)[1] if not isinstance(item, ast.keyword) else \
+            src.offset(item.end_lineno, item.end_col_offset)
+        if i + 1 < len(items):
+            nxt = items[i + 1][0]
+            e = src.span(nxt)[0] if not isinstance(nxt, ast.keyword) else \
+                src.offset(nxt.lineno, nxt.col_offset)
+        elif i > 0:
+            prev = items[i - 1][0]
+            s = src.span(prev)[1] if not isinstance(prev, ast.keyword) else \
+                src.offset(prev.end_lineno, prev.end_col_offset)
+        yield _edit(src, node, s, e, "", "call-argument-remove")
+
+
 HANDLERS: dict[type, Callable] = {
     ast.Compare: _compare,
     ast.BoolOp: _boolop,
@@ -329,4 +371,7 @@ HANDLERS: dict[type, Callable] = {
     ast.AsyncFunctionDef: _defaults,
     ast.ExceptHandler: _handler,
     ast.Slice: _slice,
+    ast.Assign: _assign,
+    ast.AnnAssign: _assign,
+    ast.Call: _call,
 }

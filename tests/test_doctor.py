@@ -16,7 +16,7 @@ FAST = RunSettings(timeout_floor=4.0)
 def test_doctor_passes_on_fixture(fixture_target, use_cache):
     checks, _ = run_doctor(load_local(fixture_target("basic")), jobs=2, sample=6, settings=FAST)
     assert [c.name for c in checks if not c.ok] == []
-    assert len(checks) == 6
+    assert len(checks) == 7
 
 
 @pytest.mark.slow

@@ -177,3 +177,26 @@ def test_every_mutant_of_a_real_module_compiles():
     assert bad == []
     for c in ms[:50]:
         ast.parse(apply(src.encode(), c.mutant))
+
+
+def test_assignment_and_call_argument_families():
+    from killbench.mutate import enumerate_file
+
+    src = ("class A:\n    def __init__(self, key):\n        self.key = key\n        a, b = 1, 2\n"
+           "        print(key, 2, sep='-')\n        f(*args)\n        g(None)\n")
+    got = sorted((c.mutant.operator, c.mutant.replacement) for c in enumerate_file(
+        "m.py", src, ["assign-none", "call-argument-none", "call-argument-remove"]))
+    assert got == [
+        ("assign-none", "None"),  # self.key = None; `a, b = ...` is left alone (None would not unpack)
+        ("call-argument-none", "print(None, 2, sep='-')"),
+        ("call-argument-none", "print(key, 2, sep=None)"),
+        ("call-argument-none", "print(key, None, sep='-')"),
+        ("call-argument-remove", "g()"),
+        ("call-argument-remove", "print(2, sep='-')"),
+        ("call-argument-remove", "print(key, 2)"),
+        ("call-argument-remove", "print(key, sep='-')"),
+    ]  # f(*args): where its arguments go is not known, so nothing; g(None) is not made None again
+    from killbench.operators import OPERATORS
+
+    assert not any(OPERATORS[n].default for n in ("assign-none", "call-argument-none",
+                                                   "call-argument-remove"))
