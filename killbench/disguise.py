@@ -84,13 +84,15 @@ def _insertion(text: str, anchor_line: int, rng: random.Random) -> tuple[int, st
     value = rng.randint(1000, 10 ** 9)
     if first < len(body):
         stmt = body[first]
-        head = lines[stmt.lineno - 1]
-        if node is not tree and stmt.lineno == node.lineno:
+        # a decorated definition starts at its first decorator, not at its `def` line
+        lineno = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+        head = lines[lineno - 1]
+        if node is not tree and lineno == node.lineno:
             return None  # a one-line def: no line to insert before
         indent = head[: len(head) - len(head.lstrip())]
-        if head[len(indent):len(indent) + 1] in ("", "\n") or indent != head[:stmt.col_offset]:
+        if head[len(indent):len(indent) + 1] in ("", "\n") or len(indent) != stmt.col_offset:
             return None
-        at = stmt.lineno - 1
+        at = lineno - 1
     else:
         if node is not tree:
             return None

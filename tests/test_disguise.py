@@ -86,6 +86,16 @@ def test_module_and_class_level_anchors_keep_the_namespace():
         assert vars(ns_a["Box"]).keys() == vars(ns_b["Box"]).keys()
 
 
+def test_a_decorated_first_statement_keeps_its_decorator():
+    # the statement goes before the decorator, not between it and its `def` (boltons' queueutils)
+    src = 'class Q:\n    """doc"""\n    @staticmethod\n    def pop(b):\n        return b.pop()\n'
+    for seed in range(20):
+        out = disguise(src, 5, random.Random(seed))
+        ns = {}
+        exec(_code(out), ns)
+        assert ns["Q"].pop([1, 2]) == 2
+
+
 def test_two_disguises_differ():
     line = SRC.splitlines().index("    return value > LIMIT") + 1
     a, b = (disguise(SRC, line, random.Random(s)) for s in (5, 6))

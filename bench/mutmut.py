@@ -1,0 +1,199 @@
+"""killbench beside mutmut, one after the other on the same machine, on pinned targets.
+
+    python bench/mutmut.py [cachetools toolz] [--jobs 2] [--mutmut 3.8.1] [--out DIR]
+
+For each target: the pin's sdist (from killbench's cache, prepared as `killbench mutate`
+prepares it) is copied into a work directory; mutmut is installed into a venv of its own
+with the target's test requirements, configured with the pin's `mutate` and `tests`
+paths, and run with `--max-children JOBS`; then `killbench mutate TARGET --jobs JOBS
+--fresh` runs (a fresh journal and baseline: both tools pay for their clean runs and
+their coverage or stats). Each is timed as a child process: CPU seconds (user + system of
+the tool and everything it waited for), wall seconds, peak memory (the largest child's
+RSS). Printed: mutants, CPU-s and wall per mutant, the ratio, and the verdicts of the
+mutants both tools generate (same file, same line before, same line after), with every
+disagreement listed.
+
+CPU seconds are the figure to compare: the machine is shared and wall time is noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DUMP = r'''
+import json, sys
+from pathlib import Path
+from mutmut.__main__ import SourceFileMutationData, walk_mutatable_files, ensure_config_loaded
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+from mutmut.stats import status_by_exit_code
+ensure_config_loaded()
+out = []
+for path in walk_mutatable_files():
+    m = SourceFileMutationData(path=path)
+    m.load()
+    for name, code in m.exit_code_by_key.items():
+        try:
+            diff = get_diff_for_mutant(name, path=path)
+        except Exception as exc:
+            diff = ""
+        out.append({"name": name, "path": str(path), "status": status_by_exit_code[code], "diff": diff})
+print(json.dumps(out))
+'''
+
+
+def timed(cmd: list[str], cwd: Path, env: dict, log: Path) -> dict:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    with open(log, "wb") as fh:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"returncode": proc.returncode, "wall_s": wall,
+            "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            "peak_rss_mib": after.ru_maxrss / 1024}
+
+
+def mutmut_venv(work: Path, version: str, requirements: list[str]) -> Path:
+    venv = work / "mutmut-venv"
+    if not (venv / "bin" / "mutmut").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
+                        f"mutmut=={version}", *requirements], check=True)
+    return venv
+
+
+def single_line_change(diff: str) -> tuple[str, str] | None:
+    minus = [x[1:] for x in diff.splitlines() if x.startswith("-") and not x.startswith("---")]
+    plus = [x[1:] for x in diff.splitlines() if x.startswith("+") and not x.startswith("+++")]
+    if len(minus) == 1 and len(plus) == 1:
+        return " ".join(minus[0].split()), " ".join(plus[0].split())
+    return None
+
+
+def killbench_keys(records: list[dict], tree: Path) -> dict:
+    out = {}
+    texts = {}
+    for r in records:
+        if r["line"] != r["end_line"]:
+            continue
+        if r["path"] not in texts:
+            texts[r["path"]] = (tree / r["path"]).read_bytes()
+        data = texts[r["path"]]
+        starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
+        ls, le = starts[r["line"] - 1], (starts[r["line"]] if r["line"] < len(starts) else len(data))
+        line = data[ls:le].decode("utf-8")
+        col, end = r["start"] - ls, r["end"] - ls
+        new = line.encode("utf-8")[:col].decode() + r["replacement"] + line.encode("utf-8")[end:].decode()
+        key = (r["path"], " ".join(line.split()), " ".join(new.split()))
+        out.setdefault(key, []).append(r)
+    return out
+
+
+def bench_target(name: str, jobs: int, version: str, out: Path) -> dict:
+    from killbench.config import resolve
+    from killbench.targets import prepare, wheel_requirements
+
+    spec = resolve(name)
+    target = prepare(spec)
+    work = out / name
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    project = work / "project"
+    shutil.copytree(target.tree, project)
+    reqs = list(spec.test_requires) + wheel_requirements(target.site)
+    venv = mutmut_venv(out, version, reqs)
+    # mutmut imports the package from the project: a src layout needs its src on the path
+    src_dirs = sorted({str(Path(p).parts[0]) for p in spec.mutate if Path(p).parts[0] == "src"})
+    conf = [f"paths_to_mutate = {json.dumps(list(spec.mutate))}",
+            f"tests_dir = {json.dumps(list(spec.tests))}"]
+    if src_dirs:
+        conf.append(f"source_paths = {json.dumps(src_dirs)}")
+    if spec.pytest_args:
+        conf.append(f"pytest_add_cli_args = {json.dumps(list(spec.pytest_args))}")
+    if spec.deselect:
+        conf.append("pytest_add_cli_args_test_selection = " + json.dumps(
+            [x for d in spec.deselect for x in ("--deselect", d.id)] + list(spec.tests)))
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text() if pyproject.exists() else ""
+    pyproject.write_text(text + "\n[tool.mutmut]\n" + "\n".join(conf) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KILLBENCH_PROBE")}
+    env["PATH"] = f"{venv / 'bin'}:{env['PATH']}"
+    m = timed([str(venv / "bin" / "mutmut"), "run", "--max-children", str(jobs)], project, env,
+              work / "mutmut.log")
+    dump = subprocess.run([str(venv / "bin" / "python"), "-c", DUMP], cwd=project, env=env,
+                          capture_output=True, text=True)
+    mm = json.loads(dump.stdout) if dump.returncode == 0 else []
+    k = timed([sys.executable, "-m", "killbench.cli", "mutate", name, "--jobs", str(jobs), "--fresh",
+               "--json", str(work / "killbench.json")], ROOT, dict(os.environ), work / "killbench.log")
+    kb = json.loads((work / "killbench.json").read_text())["mutants"] if k["returncode"] == 0 else []
+    ran = [r for r in kb if r["verdict"] != "invalid"]
+    keys = killbench_keys(kb, target.tree)
+    both, agree, disagree = 0, 0, []
+    for x in mm:
+        change = single_line_change(x["diff"])
+        if change is None:
+            continue
+        rel = Path(x["path"]).as_posix()
+        hits = keys.get((rel, *change), [])
+        if len(hits) != 1:
+            continue
+        r = hits[0]
+        mine = "killed" if r["verdict"] == "killed" else r["verdict"]
+        theirs = {"killed": "killed", "survived": "survived", "timeout": "timeout",
+                  "no tests": "survived"}.get(x["status"], x["status"])
+        both += 1
+        if mine == theirs or (mine == "survived" and theirs == "survived"):
+            agree += 1
+        else:
+            disagree.append(f"{rel}:{r['line']} {r['operator']} `{change[0]}` -> `{change[1]}`: "
+                            f"killbench {r['verdict']}, mutmut {x['status']}")
+    return {"target": name, "mutmut": {**m, "mutants": len(mm),
+                                        "statuses": dict(Counter(x["status"] for x in mm))},
+            "killbench": {**k, "mutants": len(kb), "ran": len(ran),
+                          "runner": dict(Counter(r.get("runner", "-") for r in kb))},
+            "both": both, "agree": agree, "disagree": disagree}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("targets", nargs="*", default=["cachetools", "toolz"])
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--mutmut", default="3.8.1")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/killbench-bench-mutmut"))
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = [bench_target(t, args.jobs, args.mutmut, args.out) for t in args.targets]
+    print(f"killbench and mutmut {args.mutmut}, --jobs {args.jobs}, one after the other")
+    print(f"{'target':14} {'tool':9} {'mutants':>8} {'CPU s':>9} {'CPU s/mut':>10} {'wall s':>8} "
+          f"{'wall/mut':>9} {'peak MiB':>9}")
+    for r in rows:
+        for tool in ("mutmut", "killbench"):
+            x = r[tool]
+            n = x["mutants"] or 1
+            print(f"{r['target']:14} {tool:9} {x['mutants']:>8} {x['cpu_s']:>9.1f} {x['cpu_s'] / n:>10.3f} "
+                  f"{x['wall_s']:>8.1f} {x['wall_s'] / n:>9.3f} {x['peak_rss_mib']:>9.0f}")
+        ratio = (r["killbench"]["cpu_s"] / max(1, r["killbench"]["mutants"])) / \
+            max(1e-9, r["mutmut"]["cpu_s"] / max(1, r["mutmut"]["mutants"]))
+        print(f"{r['target']:14} CPU-s per mutant, killbench / mutmut: {ratio:.2f}; verdicts agree on "
+              f"{r['agree']} / {r['both']} mutants both generate; killbench runner: "
+              f"{r['killbench']['runner']}; mutmut: {r['mutmut']['statuses']}")
+        for d in r["disagree"][:30]:
+            print(f"  - {d}")
+    (args.out / "results.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
