@@ -7,7 +7,7 @@ the bundle's numbers and the new ones is the instrument's, not the generator's.
     killbench run -g bench.replay_bundle:ReplayBundle -o bundle=submissions/X.killbench.tar.gz \
         -t cachetools,toolz,... --out runs/replayed
 
-(run from the checkout with PYTHONPATH=., so that `bench` is importable; reads bundles of format 1 and 2).
+(run from the checkout, so that `bench` is importable; reads bundles of format 1 and 2).
 """
 
 from __future__ import annotations

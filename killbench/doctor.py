@@ -136,7 +136,7 @@ def _run_doctor(spec, target, jobs, sample, seed, settings) -> tuple[list[Check]
     candidates = enumerate_target(target, default_operators())
     reaches = reach_all(target, baseline, candidates)
     rng = random.Random(seed)
-    runnable = [c for c in candidates if decided_without_run(c, reaches[c.mutant.id]) is None]
+    runnable = [c for c in candidates if decided_without_run(c, reaches[c.mutant.id], baseline) is None]
     unreached = [c for c in candidates if c.compiles and not reaches[c.mutant.id].reachable
                  and not c.mutant.unkillable]
     picked = rng.sample(runnable, min(sample, len(runnable)))

@@ -218,6 +218,9 @@ def decide(tests: list[str], phases: dict[str, PhaseRun], has_task: bool,
         for a in run.audit:
             audit.setdefault(a.nodeid, []).append(a)
     tampered = sorted({p for run in phases.values() for p in run.tampered})
+    # an event log with a malformed line in it was written by something besides the probe
+    tampered += sorted({f"the event log of the {run.phase} run ({problem})" for run in phases.values()
+                        for problem in run.log_problems if "cut short" not in problem})
     verdicts = []
     for nodeid in tests:
         def reject(reason, stage, message):

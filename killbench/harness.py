@@ -89,10 +89,15 @@ def reach_all(target: PreparedTarget, baseline: Baseline, candidates: list[Candi
     return out
 
 
-def decided_without_run(c: Candidate, reach: Reach) -> Outcome | None:
-    """Outcomes that follow without running: invalid, identical bytecode, unreached."""
+def decided_without_run(c: Candidate, reach: Reach, baseline: Baseline | None = None) -> Outcome | None:
+    """Outcomes that follow without running: invalid, identical bytecode, unreached; and a
+    harness error where coverage could not say what reaches the file (never "unreached")."""
     if not c.compiles:
         return Outcome("invalid", ran=False, selection="none", detail=c.error)
+    error = (baseline.coverage.get(c.mutant.path, {}).get("error") if baseline is not None else None)
+    if error:
+        return Outcome("harness-error", ran=False, selection="none",
+                       detail=f"the coverage of {c.mutant.path} could not be measured: {error}")
     if c.mutant.unkillable == "identical bytecode":
         return Outcome("survived", ran=False, selection="none",
                        detail="not run: compiles to the same bytecode as the original")
@@ -251,7 +256,7 @@ def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[
     for c in candidates:
         if journal.done(c.mutant.id):
             continue
-        outcome = decided_without_run(c, reaches[c.mutant.id])
+        outcome = decided_without_run(c, reaches[c.mutant.id], baseline)
         if outcome is not None:
             journal.append(c.mutant.id, {"outcome": outcome.to_dict()})
         else:

@@ -326,7 +326,7 @@ def verify_manifest(spec: TargetSpec, manifest: dict, sample: int, seed: int, jo
         from .harness import decided_without_run
         outcomes = {}
         for i, c in cands.items():
-            out = decided_without_run(c, reaches[i])
+            out = decided_without_run(c, reaches[i], baseline)
             if out is None:
                 todo.append((c.mutant, selection_for(reaches[i], baseline)))
             else:

@@ -26,9 +26,9 @@ def _load(run_dir: Path) -> dict:
 
 
 def _label(score: dict) -> str:
-    g = score["run"]["generator"]["name"]
+    g = score["run"]["generator"]
     m = score["run"].get("model")
-    return g + (f" / {m}" if m else "")
+    return f"{g['name']} {g.get('version', '')}".strip() + (f" / {m}" if m else "")
 
 
 def _pct(k, n) -> str:
@@ -129,14 +129,17 @@ def write_report(run_dirs: list[Path], out: Path) -> Path:
     digests = {s.get("manifest_digest") for s in scores}
     lines = ["# killbench report", "",
              f"killbench {scores[0]['killbench']} · manifest digest(s) {', '.join(map(str, sorted(map(str, digests))))}", ""]
+    from .render import budget_text
+
     rows = []
     for s, label in zip(scores, labels):
         p = s.get("pooled_kills")
-        rows.append([label, s["run"].get("budget_per_target"),
+        budgets = next(iter(s["run"].get("budgets", {}).values()), {})
+        rows.append([label, budget_text(budgets) if budgets else "-", s["run"].get("isolation", "-"),
                      _ci(p) if p else "-", _tokens(s)])
     lines += ["## Kills (pooled over targets)", "",
-              tabulate(rows, headers=["generator", "budget/target", "kills [95% CI]", "tokens"],
-                       tablefmt="github"), ""]
+              tabulate(rows, headers=["generator", "budget (first target)", "isolation",
+                                      "kills [95% CI]", "tokens"], tablefmt="github"), ""]
     for s, label in zip(scores, labels):
         lines += [f"## {label}", ""]
         trows = []

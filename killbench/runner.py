@@ -102,6 +102,9 @@ def classify(report: RunReport, sandbox: Sandbox) -> tuple[str, KilledBy | None,
     """First reading of one run: verdict, how killed, detail; 'check' needs a clean rerun."""
     if report.sources_changed:
         return "harness-error", None, f"the run changed sandbox sources: {report.sources_changed}"
+    garbled = [p for p in report.log_problems if "cut short" not in p]
+    if garbled:
+        return "harness-error", None, f"the probe's event log is malformed: {garbled[:3]}"
     if report.timed_out:
         return "timeout", None, None
     problem = _imports_ok(report, sandbox)

@@ -103,6 +103,13 @@ def test_what_the_audit_saw_decides_first():
     assert verdict(phases(**{CLEAN: run(CLEAN, audit=[other])})) == (True, None, MUTANT_DISGUISED)
 
 
+def test_a_garbled_event_log_is_tampering():
+    ph = phases(**{NEUTRAL: run(NEUTRAL, log_problems=["event line 4 is not a JSON object"])})
+    assert verdict(ph) == (False, "tampering", "check")
+    torn = phases(**{NEUTRAL: run(NEUTRAL, log_problems=["the last event line was cut short (x)"])})
+    assert verdict(torn) == (True, None, MUTANT_DISGUISED)
+
+
 def test_scan_hits_reject_only_their_own_test():
     assert verdict(phases(), scan_hits={T: ["inspect.getsource(f) (line 3)"]}) == (False, "gaming", "scan")
 

@@ -48,8 +48,44 @@ FAIL_SETUP = TestEvent("t.py::a", "setup", "failed", "builtins.AssertionError", 
     (rep(4, [], finished=False), "check", None),
     (rep(-11, [], finished=False), "check", None),
     (rep(0, [PASS], missing=["t.py::gone"]), "missing", None),
+    # a malformed line in the middle of the event log: something besides the probe wrote it
+    (rep(0, [PASS], log_problems=["event line 3 is not a JSON object"]), "harness-error", None),
+    # a line cut by a kill at the end is only noted
+    (rep(0, [PASS], log_problems=["the last event line was cut short (the run was killed)"]),
+     "survived", None),
 ])
 def test_classify(report, verdict, kind):
     got, killed_by, _ = classify(report, FakeSandbox())
     assert got == verdict
     assert (killed_by.kind if killed_by else None) == kind
+
+
+def test_a_file_coverage_could_not_measure_is_a_harness_error_not_unreached():
+    from types import SimpleNamespace
+
+    from killbench.harness import decided_without_run
+    from killbench.mutate import Candidate
+    from killbench.records import Mutant, Reach
+
+    m = Mutant(id="a", path="pkg/m.py", line=1, end_line=1, col=0, end_col=1, start=0, end=1,
+               function="f", operator="x", original="a", replacement="b")
+    unreached = Reach(False, (), False)
+    base = SimpleNamespace(coverage={"pkg/m.py": {"statements": [], "executed": {},
+                                                  "error": "NoSource('no source')"}})
+    out = decided_without_run(Candidate(m, True), unreached, base)
+    assert out.verdict == "harness-error" and "could not be measured" in out.detail
+    fine = SimpleNamespace(coverage={"pkg/m.py": {"statements": [1], "executed": {}}})
+    assert decided_without_run(Candidate(m, True), unreached, fine).verdict == "survived"
+
+
+def test_read_report_keeps_only_a_torn_last_line_quiet(tmp_path):
+    from killbench.executor import ProcessResult
+    from killbench.sandbox import read_report
+
+    proc = ProcessResult(0, None, False, 1.0, 0.5, 1, "none")
+    path = tmp_path / "report.jsonl"
+    path.write_text('{"event": "start"}\nnot json\n{"event": "finish", "exitstatus": 0, "modules": {}}\n{"ev')
+    r = read_report(path, proc)
+    assert r.started and r.finished
+    assert r.log_problems == ["the last event line was cut short (the run was killed)",
+                              "event line 2 is not a JSON object"]
