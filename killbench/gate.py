@@ -135,10 +135,12 @@ def intake(source) -> tuple[str | None, str | None]:
 # ---------------------------------------------------------------- decisions (pure)
 
 
-def outcomes(report: RunReport) -> dict[str, TestOutcome]:
+def outcomes(report: RunReport, expected: list[str] = ()) -> dict[str, TestOutcome]:
     """node id -> what the test did in one run, from the probe's events. A test that began
     and never reported its end (the process died, or hung until the deadline) is
-    `interrupted`; one that never began is absent."""
+    `interrupted`; one that never began is absent, unless its file could not even be
+    collected in this run (its import failed, as under a mutant that breaks the module):
+    then each `expected` test of it failed, at collection."""
     events: dict[str, list] = {}
     for t in report.tests:
         events.setdefault(t.nodeid, []).append(t)
@@ -157,10 +159,18 @@ def outcomes(report: RunReport) -> dict[str, TestOutcome]:
             out[nodeid] = TestOutcome(status="passed", when="call")
         else:
             out[nodeid] = TestOutcome(status="interrupted")
+    broken = {e.get("nodeid", "").split("::", 1)[0] for e in report.collect_errors}
+    for nodeid in expected:
+        if nodeid not in out and nodeid.split("::", 1)[0] in broken:
+            error = next(e for e in report.collect_errors
+                         if e.get("nodeid", "").split("::", 1)[0] == nodeid.split("::", 1)[0])
+            out[nodeid] = TestOutcome(status="failed", when="collect",
+                                      message=str(error.get("message", ""))[-800:])
     return out
 
 
-def phase_record(phase: str, report: RunReport, tampered: list[str]) -> PhaseRun:
+def phase_record(phase: str, report: RunReport, tampered: list[str],
+                 expected: list[str] = ()) -> PhaseRun:
     return PhaseRun(
         phase=phase, argv=list(report.argv), isolation=report.isolation, duration_s=round(report.wall_s, 4),
         cpu_s=round(report.cpu_s, 4), max_rss_kb=report.max_rss_kb, returncode=report.returncode,
@@ -168,7 +178,7 @@ def phase_record(phase: str, report: RunReport, tampered: list[str]) -> PhaseRun
         exitstatus=report.exitstatus, collected=report.collected,
         collect_errors=[f"{e.get('nodeid', '')}: {e.get('message', '')[-600:]}"
                         for e in report.collect_errors],
-        tests=outcomes(report),
+        tests=outcomes(report, expected),
         audit=[AuditEvent(kind=a["kind"], path=a["path"], nodeid=a.get("nodeid"))
                for a in report.audit],
         tampered=list(tampered), log_problems=list(report.log_problems))
@@ -460,7 +470,7 @@ class Gate:
                     finally:
                         if content is not None:
                             sb.restore()
-                    phases[phase] = phase_record(phase, report, tampered)
+                    phases[phase] = phase_record(phase, report, tampered, alive)
                     entry.phases.append(phases[phase])
             entry.tests = decide(collected, phases, mutant is not None, scan)
             entry.stage = MUTANT_DISGUISED if mutant is not None and alive else CLEAN

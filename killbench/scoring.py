@@ -184,7 +184,7 @@ def kill_matrix(target, pop: Population, files: list[KeptFile], *, jobs: int, wo
     def one(item):
         kf, mid, dseed = item
         report, _ = run_file(kf, mid, False, dseed)
-        status = outcomes(report)
+        status = outcomes(report, kf.nodeids)
         flags = _flags(report)
         cells = {}
         for n in kf.nodeids:

@@ -155,3 +155,20 @@ def test_the_scan_reads_code_without_its_comments():
     assert blank.count("\n") == src.count("\n")
     assert gaming_matches(src) == []
     assert gaming_matches(src + "    inspect.getsource(f)\n")[0][0] == 6
+
+
+def test_a_file_that_cannot_be_imported_under_a_mutant_fails_there():
+    from killbench.gate import outcomes
+    from killbench.records import RunReport
+
+    report = RunReport(returncode=2, timed_out=False, wall_s=0.1, started=True, finished=True,
+                       collect_errors=[{"nodeid": "tests/test_killbench_x.py",
+                                        "message": "ImportError: cannot import name 'f'"}])
+    got = outcomes(report, [T, "tests/test_other.py::test_b"])
+    assert got[T].status == "failed" and got[T].when == "collect" and "ImportError" in got[T].message
+    assert "tests/test_other.py::test_b" not in got  # another file: nothing is known of it
+    # a kept test whose file breaks on both mutant phases killed its mutant
+    broken = PhaseRun(phase=MUTANT, argv=[], isolation="bwrap", duration_s=0.1, cpu_s=0.1,
+                      max_rss_kb=1, returncode=2, tests={T: got[T]})
+    assert verdict(phases(**{MUTANT: broken, MUTANT_DISGUISED: broken.model_copy(
+        update={"phase": MUTANT_DISGUISED})})) == (True, None, MUTANT_DISGUISED)
