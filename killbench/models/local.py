@@ -200,7 +200,12 @@ def slice_path(dist: str) -> Path:
         d = importlib.metadata.distribution(dist)
     except importlib.metadata.PackageNotFoundError:
         raise UserError(f"{dist} is not installed") from None
-    found = [f for f in (d.files or []) if f.suffix == ".bin" and f.parent.name == "data"]
+    # from RECORD's text, not `files`: the importlib_metadata backport (which dask installs
+    # on sys.meta_path) drops files that no longer exist from `files`, which would turn a
+    # deleted slice into "no slice listed"
+    record = d.read_text("RECORD") or ""
+    listed = [Path(line.split(",", 1)[0]) for line in record.splitlines() if line.strip()]
+    found = [f for f in listed if f.suffix == ".bin" and f.parent.name == "data"]
     if len(found) != 1:
         raise UserError(f"{dist} {d.version}: expected one data/*.bin slice in its file list, "
                         f"found {len(found)}: {', '.join(map(str, found)) or 'none'}")
