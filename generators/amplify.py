@@ -41,10 +41,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from killbench.errors import HarnessError
+from killbench.errors import HarnessError, UserError
 from killbench.generation import CandidateTest, Task, module_name
 
 from ._amplify_plugin import SYNTAX, SYNTAX_IMPORTS, NotLiteral, literal_source
+from ._common import _float, _int
 
 PLUGIN = Path(__file__).with_name("_amplify_plugin.py")
 
@@ -740,6 +741,13 @@ class TaskReport:
     confirm_failed: int = 0
 
 
+def _seconds(name: str, value) -> float:
+    out = _float(name, value)
+    if not out > 0:
+        raise UserError(f"option {name}={value!r}: must be more than 0")
+    return out
+
+
 class AmplifyGenerator:
     """Test amplification: replay and vary the calls the target's own tests make."""
 
@@ -747,14 +755,22 @@ class AmplifyGenerator:
     version = "3"
     needs_model = False
 
-    def __init__(self, search_calls: int = 160, search_seconds: float = 30.0,
-                 step_timeout: float = 2.0, max_programs: int = 12, confirm_tries: int = 3,
-                 **_ignored):
-        self.search_calls = int(search_calls)
-        self.search_seconds = float(search_seconds)
-        self.step_timeout = float(step_timeout)
-        self.max_programs = int(max_programs)
-        self.confirm_tries = int(confirm_tries)
+    OPTIONS = {"search_calls": (160, _int), "search_seconds": (30.0, _seconds),
+               "step_timeout": (2.0, _seconds), "max_programs": (12, _int),
+               "confirm_tries": (3, _int)}
+
+    def __init__(self, **options):
+        unknown = sorted(set(options) - set(self.OPTIONS))
+        if unknown:
+            raise UserError(f"generator 'amplify' has no option {', '.join(unknown)}; its "
+                            f"options: {', '.join(sorted(self.OPTIONS))}")
+        values = {name: convert(name, options[name]) if name in options else default
+                  for name, (default, convert) in self.OPTIONS.items()}
+        self.search_calls = values["search_calls"]
+        self.search_seconds = values["search_seconds"]
+        self.step_timeout = values["step_timeout"]
+        self.max_programs = values["max_programs"]
+        self.confirm_tries = values["confirm_tries"]
         self.last_summary: dict | None = None
 
     # -- plumbing

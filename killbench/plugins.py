@@ -5,6 +5,7 @@ same entry-point mechanism a user's package uses."""
 from __future__ import annotations
 
 import importlib
+import inspect
 from importlib.metadata import entry_points
 
 from .errors import UserError
@@ -42,14 +43,40 @@ def load_generator(ref: str, options: dict | None = None):
             raise UserError(f"unknown generator {ref!r}: not registered under the entry-point group "
                             f"{GROUP!r} (registered: {known}); or give it as module:attr")
         factory = eps[0].load()
-    gen = factory(**(options or {})) if callable(factory) and isinstance(factory, type) else factory
-    if callable(gen) and not hasattr(gen, "generate"):
-        gen = gen(**(options or {}))
+    options = options or {}
+    if isinstance(factory, type):
+        gen = _construct(ref, factory, options)
+    else:
+        gen = factory
+        if callable(gen) and not hasattr(gen, "generate"):
+            gen = _construct(ref, gen, options)
+        elif options:
+            raise UserError(f"generator {ref!r} takes no options (it is an instance, not a "
+                            f"class or factory); drop -o {', '.join(sorted(options))}")
     for attr in ("name", "version", "generate"):
         if not hasattr(gen, attr):
             raise UserError(f"generator {ref!r} has no `{attr}`: a generator needs name, version "
                             "and generate(ctx) (see docs/generators.md)")
     return gen
+
+
+def _construct(ref: str, factory, options: dict):
+    """Call a generator's class or factory with the -o options, which must match its
+    signature: an option it does not take is an error naming the ones it does."""
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None:
+        try:
+            sig.bind(**options)
+        except TypeError:
+            takes = [n for n, p in sig.parameters.items()
+                     if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+            raise UserError(f"generator {ref!r} does not take option(s) "
+                            f"{', '.join(sorted(options)) or '(none)'}; it takes: "
+                            f"{', '.join(takes) or 'no options'}") from None
+    return factory(**options)
 
 
 def code_identity(gen) -> dict:
