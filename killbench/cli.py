@@ -25,6 +25,13 @@ class _Group(click.Group):
         except KillbenchError as exc:
             click.echo(f"killbench: error: {exc}", err=True)
             sys.exit(int(exc.exit_code))
+        except OSError as exc:
+            # A path the user gave that cannot be read or written (--out /proc/x): one line,
+            # the traceback only with -v. An OSError with no file name is not a path problem.
+            if exc.filename is None or logging.getLogger().isEnabledFor(logging.DEBUG):
+                raise
+            click.echo(f"killbench: error: {exc.filename}: {exc.strerror or exc}", err=True)
+            sys.exit(int(ExitCode.USER_ERROR))
         except KeyboardInterrupt:
             click.echo("killbench: interrupted; results so far are in the journal, "
                        "run the same command again to resume", err=True)
@@ -344,7 +351,9 @@ def preregister(run_dir, file_, check, text) -> None:
     """Store a prediction, hashed and time-stamped, before a run."""
     from .preregister import preregister as store
 
-    if (text is None) == (file_ is None):
+    if text is None and file_ is None:
+        raise click.BadParameter("no prediction given: give it as TEXT or with --file FILE")
+    if text is not None and file_ is not None:
         raise click.BadParameter("give the prediction as TEXT or with --file, not both")
     entry = store(run_dir, text if text is not None else file_.read(), check)
     click.echo(f"stored prediction {entry['sha256'][:12]} at {entry['registered_at']} in {run_dir}")
@@ -397,14 +406,18 @@ def report(run_dirs, out) -> None:
 
 
 @main.command()
-@click.option("--bundles", type=click.Path(exists=True, file_okay=False, path_type=Path),
+@click.option("--bundles", type=click.Path(file_okay=False, path_type=Path),
               default=Path("submissions"), show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("docs/leaderboard.md"), show_default=True)
 def leaderboard(bundles, out) -> None:
     """Regenerate the leaderboard from the bundles in a folder."""
+    from .errors import UserError
     from .report import write_leaderboard
 
+    if not bundles.is_dir():
+        raise UserError(f"--bundles {bundles}: no such folder (the default, submissions/, is "
+                        "the checkout's; run this from a checkout or give --bundles DIR)")
     click.echo(f"wrote {write_leaderboard(bundles, out)}")
 
 

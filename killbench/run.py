@@ -43,7 +43,7 @@ from .gate import GATE_TIMEOUT, Gate, candidate_id, source_bytes
 from .generation import CandidateTest, GenerationContext, make_task
 from .harness import default_jobs, load_or_run_baseline, workdir_for
 from .manifests import current_digest
-from .models import Budget, BudgetExhausted, Transcript
+from .models import Budget, BudgetExhausted, Transcript, check_model
 from .plugins import code_identity, load_generator
 from .population import freeze, mutant
 from .rules import load_rules
@@ -217,6 +217,8 @@ def run_generator(generator_ref: str, target_names: list[str], *, model: str | N
         raise UserError("--targets: give one or more pin names or project directories, "
                         "separated by commas")
     specs = [resolve(t) for t in target_names]  # every target checked before any work
+    if needs_model:
+        check_model(model, base_url)  # a bad name or a missing key, before any directory
     if len({s.name for s in specs}) != len(specs):
         raise UserError("two targets have the same name; give each once")
     isolation = executor.require(isolation or rules.isolation)

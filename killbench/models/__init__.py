@@ -11,7 +11,8 @@ mutants. See docs/models.md.
 from .base import ClientSettings, ModelClient, ModelError, ModelResponse, Usage, request_key
 from .budget import Budget, BudgetExhausted
 from .cache import ResponseCache
-from .registry import PROVIDERS, ProviderFactory, open_model, parse_model_name, register_provider
+from .registry import (PROVIDERS, ProviderFactory, check_model, open_model, parse_model_name,
+                       register_provider)
 from .transcript import TRANSCRIPT_NAME, Transcript
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "TRANSCRIPT_NAME",
     "Transcript",
     "Usage",
+    "check_model",
     "open_model",
     "parse_model_name",
     "register_provider",

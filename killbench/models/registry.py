@@ -141,5 +141,14 @@ def open_model(name: str, *, cache_dir: Path | None, transcript: Transcript | No
     return client
 
 
-__all__ = ["PROVIDERS", "ProviderFactory", "open_model", "parse_model_name",
+def check_model(name: str, base_url: str | None = None) -> None:
+    """Everything `open_model` would refuse (the name, the provider, a key, a URL, a local
+    model's extra), checked before a run creates anything. Opening a client talks to no
+    server (the local one starts on the first request), so this is cheap."""
+    client = open_model(name, cache_dir=None, transcript=None, budget=None, base_url=base_url,
+                        no_cache=True)
+    client.close()
+
+
+__all__ = ["PROVIDERS", "ProviderFactory", "check_model", "open_model", "parse_model_name",
            "register_provider"]

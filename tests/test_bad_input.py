@@ -1,0 +1,64 @@
+"""Bad input on the command line: one clear line, a non-zero exit code, and nothing left
+behind (no run directory that looks like a run). Each row is a mistake a new user made."""
+
+import pytest
+from click.testing import CliRunner
+
+from killbench.cli import main
+from killbench.errors import ExitCode
+
+NO_KEYS = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "KILLBENCH_BASE_URL": None,
+           "ANTHROPIC_API_KEY": None, "ANTHROPIC_BASE_URL": None}
+
+# (arguments, words the message must hold); every row must exit USER_ERROR
+CASES = {
+    "unknown target after a good one": (["run", "-t", "cachetools,nosuch"], ["unknown target 'nosuch'"]),
+    "empty target list": (["run", "-t", ""], ["give one or more targets"]),
+    "only a comma": (["run", "-t", ","], ["give one or more targets"]),
+    "unknown amplify option": (["run", "-o", "nosuch=1"], ["no option nosuch", "search_calls"]),
+    "ill-typed amplify option": (["run", "-o", "search_calls=abc"], ["not an integer"]),
+    "option without a value": (["run", "-o", "search_calls"], ["KEY=VALUE"]),
+    "model without its key": (["run", "-g", "targeted-gated", "--model", "openai/gpt-4.1"],
+                              ["OPENAI_API_KEY"]),
+    "model name without a provider": (["run", "-g", "targeted-gated", "--model", "gpt-4.1"],
+                                      ["provider/model"]),
+    "unknown provider": (["run", "-g", "targeted-gated", "--model", "nosuch/x"],
+                         ["unknown model provider 'nosuch'"]),
+    "model generator without a model": (["run", "-g", "one-prompt"], ["give --model"]),
+    "unknown generator": (["run", "-g", "nosuch"], ["unknown generator 'nosuch'"]),
+    "model option misspelt": (["run", "-g", "targeted-gated", "--model", "replay/x", "-o",
+                               "max_attempt=2"], ["no option max_attempt", "max_attempts"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_run_refuses_bad_input_before_any_work(case, tmp_path):
+    args, words = CASES[case]
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, [*args, "--out", str(out)], env=NO_KEYS)
+    assert result.exit_code == ExitCode.USER_ERROR, result.output
+    for w in words:
+        assert w in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_preregister_without_a_prediction_says_so(tmp_path):
+    result = CliRunner().invoke(main, ["preregister", "--run", str(tmp_path / "r")])
+    assert result.exit_code == ExitCode.USER_ERROR
+    assert "no prediction given" in result.output
+
+
+def test_a_path_that_cannot_be_written_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = CliRunner().invoke(main, ["preregister", "--run", str(blocker / "run"), "x"])
+    assert result.exit_code == ExitCode.USER_ERROR
+    assert str(blocker) in result.output and "Traceback" not in result.output
+
+
+def test_leaderboard_without_the_submissions_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["leaderboard"])
+    assert result.exit_code == ExitCode.USER_ERROR
+    assert "--bundles" in result.output and "no such folder" in result.output
