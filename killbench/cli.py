@@ -19,6 +19,33 @@ def _setup_logging(verbose: bool) -> None:
 
 
 class _Group(click.Group):
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, self._verbose_first(list(args)))
+
+    def _verbose_first(self, args: list[str]) -> list[str]:
+        """`-v` is accepted anywhere (`killbench run -v` as well as `killbench -v run`): a
+        -v/--verbose after the subcommand is moved before it, unless it is the value of an
+        option (`-o -v`) or follows `--`."""
+        names = [i for i, a in enumerate(args) if not a.startswith("-")]
+        if not names or args[names[0]] not in self.commands:
+            return args
+        at = names[0]
+        command = self.commands[args[at]]
+        commands = [command, *getattr(command, "commands", {}).values()]  # a group's too
+        takes_value = {o for c in commands for p in c.params
+                       if isinstance(p, click.Option) and not p.is_flag for o in p.opts}
+        moved, rest, skip = [], [], False
+        for i, a in enumerate(args[at + 1:]):
+            if a == "--":
+                rest.extend(args[at + 1 + i:])
+                break
+            if not skip and a in ("-v", "--verbose"):
+                moved.append(a)
+            else:
+                rest.append(a)
+            skip = not skip and a in takes_value
+        return args[:at] + moved + [args[at]] + rest
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)

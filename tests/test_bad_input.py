@@ -62,3 +62,21 @@ def test_leaderboard_without_the_submissions_folder(tmp_path, monkeypatch):
     result = CliRunner().invoke(main, ["leaderboard"])
     assert result.exit_code == ExitCode.USER_ERROR
     assert "--bundles" in result.output and "no such folder" in result.output
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["run", "-v", "-t", "x"], ["-v", "run", "-t", "x"]),
+    (["-v", "run"], ["-v", "run"]),
+    (["run", "-o", "-v"], ["run", "-o", "-v"]),  # the value of an option stays
+    (["run", "--", "-v"], ["run", "--", "-v"]),
+    (["manifests", "build", "--verbose"], ["--verbose", "manifests", "build"]),
+    (["nosuch", "-v"], ["nosuch", "-v"]),  # click names the unknown command
+])
+def test_verbose_is_accepted_anywhere(args, expected):
+    assert main._verbose_first(list(args)) == expected
+
+
+def test_verbose_after_the_subcommand_turns_on_debug_logging(tmp_path):
+    result = CliRunner().invoke(main, ["preregister", "-v", "--run", str(tmp_path / "r")])
+    assert result.exit_code == ExitCode.USER_ERROR  # parsed: -v is not "no such option"
+    assert "no prediction given" in result.output
