@@ -16,6 +16,15 @@ from .errors import ExitCode, KillbenchError
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="killbench: %(message)s", stream=sys.stderr)
+    if not verbose:  # the SDKs log every request at INFO ("HTTP Request: POST ...")
+        for name in ("httpx", "httpcore", "openai", "anthropic"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _terminate(signum, frame) -> None:
+    """SIGTERM ends a command as Ctrl-C does: children killed, temporary directories
+    removed, everything recorded kept, and the exit code and resume hint of an interrupt."""
+    raise KeyboardInterrupt
 
 
 class _Group(click.Group):
@@ -60,6 +69,9 @@ class _Group(click.Group):
             click.echo(f"killbench: error: {exc.filename}: {exc.strerror or exc}", err=True)
             sys.exit(int(ExitCode.USER_ERROR))
         except KeyboardInterrupt:
+            executor = sys.modules.get("killbench.executor")
+            if executor is not None:
+                executor.kill_all()
             click.echo("killbench: interrupted; results so far are in the journal, "
                        "run the same command again to resume", err=True)
             sys.exit(int(ExitCode.INTERRUPTED))
@@ -70,7 +82,10 @@ class _Group(click.Group):
 @click.option("-v", "--verbose", is_flag=True, help="More log output.")
 def main(verbose: bool) -> None:
     """killbench: score test generators by mutation testing."""
+    import signal
+
     _setup_logging(verbose)
+    signal.signal(signal.SIGTERM, _terminate)
 
 
 def _jobs_option(f):

@@ -259,7 +259,9 @@ def _probe(level: str, python: Path | None) -> str | None:
 
     py = Path(python or sys.executable)
     base = Path(os.path.realpath(py)).parent.parent
-    with tempfile.TemporaryDirectory(prefix="killbench-probe-") as tmp:
+    from .locations import cache_subdir
+
+    with tempfile.TemporaryDirectory(prefix="isolation-probe-", dir=cache_subdir("tmp")) as tmp:
         out = Path(tmp)
         os.chmod(out, 0o755)
         spawn = Spawn([str(py), "-I", "-S", "-c", "import os; print(os.getpid())"], cwd=out,

@@ -287,7 +287,9 @@ def current_digest(directory: Path | None = None) -> str | None:
 def fresh_cache():
     """A throw-away cache root: verify downloads and builds everything from scratch."""
     old = os.environ.get("KILLBENCH_CACHE")
-    with tempfile.TemporaryDirectory(prefix="killbench-verify-") as tmp:
+    from .locations import cache_subdir
+
+    with tempfile.TemporaryDirectory(prefix="manifests-verify-", dir=cache_subdir("tmp")) as tmp:
         os.environ["KILLBENCH_CACHE"] = tmp
         try:
             yield Path(tmp)

@@ -65,3 +65,46 @@ def test_sigkill_then_resume(fixture_target, kb_cache, tmp_path):
     records = json.loads(out_json.read_text())["mutants"]
     got = {f"{r['line']}:{r['col']}:{r['operator']}:{r['replacement']}": r["verdict"] for r in records}
     assert got == {k: v["verdict"] for k, v in answers.items()}
+
+
+@pytest.mark.slow
+def test_sigterm_stops_like_ctrl_c_and_leaves_nothing(fixture_target, kb_cache, tmp_path):
+    """SIGTERM (what a scheduler or `timeout` sends): exit code 130, the resume hint, no
+    process left, no temporary directory left in the system's temp dir or the cache."""
+    project = fixture_target("hang_when_mutated")
+    systmp = tmp_path / "systmp"
+    systmp.mkdir()
+    env = dict(os.environ, KILLBENCH_CACHE=str(kb_cache), TMPDIR=str(systmp))
+    subprocess.run([sys.executable, "-m", "killbench.cli", "doctor", str(project), "--sample", "1"],
+                   env=env, capture_output=True, check=False)
+    for stale in (kb_cache / "work").glob("hang-*/journal-*.jsonl"):
+        stale.unlink()
+    cache_tmp_before = set((kb_cache / "tmp").iterdir()) if (kb_cache / "tmp").exists() else set()
+    proc = subprocess.Popen([sys.executable, "-m", "killbench.cli", "mutate", str(project),
+                             "--jobs", "2", "--timeout-floor", "4"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        path = _journal(kb_cache)
+        if path is not None and len(_entries(path)) >= 2:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "resume" in err and "Traceback" not in err
+    time.sleep(0.5)
+    marks = (f"{kb_cache}/work/hang-".encode(), str(project).encode())
+    left = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes()
+        except OSError:
+            continue
+        if any(m in text for m in marks):
+            left.append(text.replace(b"\0", b" ")[:200])
+    assert left == [], f"a child of the stopped run is still alive: {left}"
+    assert list(systmp.iterdir()) == []
+    cache_tmp_after = set((kb_cache / "tmp").iterdir()) if (kb_cache / "tmp").exists() else set()
+    assert cache_tmp_after <= cache_tmp_before
