@@ -20,6 +20,19 @@ from .locations import repo_root
 
 PIN_KEYS = ("name", "version", "sdist_sha256", "import_names", "mutate", "tests", "test_requires")
 LOCAL_KEYS = ("mutate", "tests", "test_requires")
+# every key a pin or a [tool.killbench] table may have: anything else is a misspelling
+PIN_ALLOWED = PIN_KEYS + ("schema", "exclude", "pytest_args", "deselect", "measured")
+LOCAL_ALLOWED = LOCAL_KEYS + ("name", "exclude", "pytest_args", "import_names", "deselect")
+
+
+def _no_unknown_keys(table: dict, allowed: tuple[str, ...], where: str) -> None:
+    """A misspelt key (`excludes`) would silently not apply: refuse it, naming the nearest."""
+    import difflib
+
+    for key in sorted(set(table) - set(allowed)):
+        near = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"did you mean `{near[0]}`?" if near else f"the keys are: {', '.join(sorted(allowed))}"
+        raise UserError(f"{where}: unknown key `{key}`; {hint}")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -108,6 +121,7 @@ def load_pin(path: Path) -> TargetSpec:
     """Read one targets/NAME.toml."""
     data = _load_toml(path)
     where = str(path)
+    _no_unknown_keys(data, PIN_ALLOWED, where)
     for key in PIN_KEYS:
         if key not in data:
             raise UserError(f"{where}: missing key `{key}` (a pin needs: {', '.join(PIN_KEYS)})")
@@ -149,6 +163,7 @@ def load_local(project_dir: Path) -> TargetSpec:
         raise UserError(f"{pyproject}: no [tool.killbench] table; add:\n"
                         "  [tool.killbench]\n  mutate = [\"src/yourpkg\"]\n"
                         "  tests = [\"tests\"]\n  test_requires = [\"pytest\"]")
+    _no_unknown_keys(table, LOCAL_ALLOWED, where)
     missing = [k for k in LOCAL_KEYS if k not in table]
     if missing:
         raise UserError(f"{where}: missing {', '.join('`' + k + '`' for k in missing)}; "

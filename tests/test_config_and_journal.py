@@ -54,6 +54,23 @@ def test_local_project_needs_its_table(tmp_path):
         load_local(tmp_path)
 
 
+def test_a_misspelt_key_is_refused_with_the_nearest(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.killbench]\nmutate = ['src']\ntests = ['tests']\ntest_requires = []\n"
+        "excludes = ['src/x.py']\n")
+    with pytest.raises(UserError, match="unknown key `excludes`; did you mean `exclude`"):
+        load_local(tmp_path)
+    p = tmp_path / "one.toml"
+    p.write_text(GOOD_PIN + "pytest_arg = ['-x']\n")
+    with pytest.raises(UserError, match="unknown key `pytest_arg`; did you mean `pytest_args`"):
+        load_pin(p)
+    p.write_text(GOOD_PIN + "zzz = 1\n")
+    with pytest.raises(UserError, match="unknown key `zzz`; the keys are: deselect"):
+        load_pin(p)
+
+
 def test_unknown_target_lists_known_pins(tmp_path):
     (tmp_path / "one.toml").write_text(GOOD_PIN)
     with pytest.raises(UserError, match="known pins: one"):
