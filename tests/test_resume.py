@@ -26,6 +26,19 @@ def _entries(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()[1:] if x.strip()]
 
 
+def _alive(*marks: str) -> list[bytes]:
+    """Command lines of live processes holding any of these strings (zombies have none)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes()
+        except OSError:
+            continue
+        if any(m.encode() in text for m in marks):
+            found.append(text.replace(b"\0", b" ")[:200])
+    return found
+
+
 @pytest.mark.slow
 def test_sigkill_then_resume(fixture_target, kb_cache, tmp_path):
     project = fixture_target("hang_when_mutated")
@@ -53,6 +66,12 @@ def test_sigkill_then_resume(fixture_target, kb_cache, tmp_path):
     proc.wait()
     assert killed_at is not None, "the run finished before it could be interrupted"
     assert proc.returncode == -signal.SIGKILL
+    # nothing killbench started outlives it: not the warm server, not a mutant's forked child
+    # stuck in the endless loop (once, both ran on at 65% CPU each with parent 1)
+    deadline = time.monotonic() + 10
+    while _alive(f"{kb_cache}/work/hang-") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _alive(f"{kb_cache}/work/hang-") == []
     assert killed_at < 13, "the kill landed after every result was in"
 
     again = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -95,15 +114,7 @@ def test_sigterm_stops_like_ctrl_c_and_leaves_nothing(fixture_target, kb_cache, 
     assert proc.returncode == 130, err
     assert "resume" in err and "Traceback" not in err
     time.sleep(0.5)
-    marks = (f"{kb_cache}/work/hang-".encode(), str(project).encode())
-    left = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes()
-        except OSError:
-            continue
-        if any(m in text for m in marks):
-            left.append(text.replace(b"\0", b" ")[:200])
+    left = _alive(f"{kb_cache}/work/hang-", str(project))
     assert left == [], f"a child of the stopped run is still alive: {left}"
     assert list(systmp.iterdir()) == []
     cache_tmp_after = set((kb_cache / "tmp").iterdir()) if (kb_cache / "tmp").exists() else set()

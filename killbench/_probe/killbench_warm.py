@@ -121,8 +121,23 @@ def _run_items(session, items):
     return code
 
 
-def _child(session, job, by_id):
+def _die_with(server_pid):
+    """A forked child does not inherit the server's parent-death signal, and its own session
+    takes it out of the server's process group: without this, a child still running when
+    killbench and the server are killed (an endless-loop mutant) would run on forever."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != server_pid:  # the server died before the signal was armed
+        os._exit(137)
+
+
+def _child(session, job, by_id, server_pid):
     os.setsid()
+    _die_with(server_pid)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     import tempfile
 
@@ -182,12 +197,13 @@ def pytest_runtestloop(session):
             continue
         job = json.loads(line)
         started = time.monotonic()
+        server_pid = os.getpid()
         pid = os.fork()
         if pid == 0:
             try:
                 os.close(answers_fd)
                 os.close(jobs_fd)
-                _child(session, job, by_id)
+                _child(session, job, by_id, server_pid)
             finally:
                 os._exit(98)
         status, usage, timed_out = _wait(pid, job["timeout"])
