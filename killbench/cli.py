@@ -85,7 +85,10 @@ def main(verbose: bool) -> None:
     import signal
 
     _setup_logging(verbose)
-    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread (the CLI called from a library's thread)
+        pass
 
 
 def _jobs_option(f):
