@@ -259,7 +259,7 @@ def write_leaderboard(folder: Path, out: Path) -> Path:
     comparable = {e.path.name: e.score for e in listed
                   if status[e.path.name] and all(v == "current" for v in status[e.path.name].values())
                   and not e.score["run"].get("outside_rules")}
-    groups = {}
+    groups = {name: 1 for name in comparable}  # one comparable entry is a group of its own
     if len(comparable) > 1:
         vectors = {}
         for bname, score in comparable.items():
