@@ -45,7 +45,7 @@ class TestOutcome(Record):
 
 
 class AuditEvent(Record):
-    kind: Literal["write", "read-source"]
+    kind: Literal["write", "read-source", "read-code"]
     path: str
     nodeid: str | None = None  # None: at import time of the test file
 

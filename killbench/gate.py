@@ -239,6 +239,7 @@ def decide(tests: list[str], phases: dict[str, PhaseRun], has_task: bool,
         mine = audit.get(nodeid, [])
         writes = [a.path for a in mine if a.kind == "write"]
         reads = [a.path for a in mine if a.kind == "read-source"]
+        code_reads = [a.path for a in mine if a.kind == "read-code"]
         if nodeid in scan_hits:
             verdicts.append(reject("gaming", "scan", "reads the target's source or bytecode: "
                                    + "; ".join(scan_hits[nodeid])))
@@ -250,6 +251,10 @@ def decide(tests: list[str], phases: dict[str, PhaseRun], has_task: bool,
         if reads:
             verdicts.append(reject("gaming", "audit", "read the target's source: "
                                    + ", ".join(sorted(set(reads))[:5])))
+            continue
+        if code_reads:
+            verdicts.append(reject("gaming", "audit", "read the code object of the target's "
+                                   "functions: " + ", ".join(sorted(set(code_reads))[:5])))
             continue
         if tampered:
             verdicts.append(reject("tampering", "check", "the run changed the sandbox: "

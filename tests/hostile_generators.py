@@ -181,6 +181,14 @@ def test_reads_by_pkgutil():
     assert b"n > THRESHOLD" in getattr(pk, "get_" + "data")("basic", "__init__.py")
 '''
 NUL = "def test_nul():\x00\n    pass\n"
+READ_BYTECODE = '''from basic import is_big
+d = __import__("d" + "is")
+
+
+def test_compare_op():
+    ops = [i.argval for i in getattr(d, "get_" + "instructions")(is_big) if i.opname == "COMPARE_OP"]
+    assert ops == [">"]
+'''
 
 EXPECTED = {
     "PLANT_CONFTEST": ("file", "tampering"), "PLANT_INI": ("test", "tampering"),
@@ -189,6 +197,7 @@ EXPECTED = {
     "READ_AST": ("test", "gaming"), "READ_CODE": ("test", "gaming"), "SIZE_SNIFF": ("test", "gaming"),
     "READ_RESOURCES": ("test", "gaming"), "READ_LINECACHE": ("test", "gaming"),
     "READ_INSPECT": ("test", "gaming"), "READ_PKGUTIL": ("test", "gaming"),
+    "READ_BYTECODE": ("test", "gaming"),
     "DAEMON": ("test", "did-not-detect"), "UNIX_SOCKET": ("test", "fails-on-clean"),
     "MEMORY": ("test", "resource-limit"), "SLEEP": ("test", "timeout"),
     "EXIT0": ("test", "aborts-run"), "PYTEST_EXIT": ("test", "aborts-run"),

@@ -205,6 +205,10 @@ def pytest_sessionfinish(session, exitstatus):
 #                controls (the candidate file, or code it built with exec/compile), not by
 #                the import system and not by the library itself: a test that reads the
 #                code under test is looking at the mutant's text, not its behaviour.
+#   read-code    the `__code__` of a function defined in the target's sources fetched by code
+#                the test controls (`dis`, `co_code`, `co_consts`, by any spelling: CPython
+#                audits the attribute): the mutant's bytecode, not its behaviour. Reading a
+#                signature through `inspect.signature` is not counted (it is the interface).
 #
 # The hook only labels: the sandbox's mounts and its checks after each run enforce.
 
@@ -247,6 +251,16 @@ def _by_test_code(frame, library, candidates):
         elif _inside(name, library):
             return False
         frame = frame.f_back  # the standard library, pytest, its launcher: look further out
+    return False
+
+
+def _by_signature(frame):
+    """Whether `inspect.signature` (or one of its helpers) is between the hook and the test."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name.startswith("_signature") and code.co_filename.endswith("inspect.py"):
+            return True
+        frame = frame.f_back
     return False
 
 
@@ -296,6 +310,19 @@ def _start_audit():
                     _AUDIT["busy"] = False
                 if by_test:
                     record("read-source", path)
+        elif event == "object.__getattr__" and len(args) > 1 and args[1] == "__code__":
+            _AUDIT["busy"] = True  # the hook's own attribute reads are not the test's
+            try:
+                code = getattr(args[0], "__code__", None)
+                path = os.path.abspath(code.co_filename) if code is not None else None
+                flagged = path in sources and _by_test_code(sys._getframe(1), library, candidates) \
+                    and not _by_signature(sys._getframe(1))
+            except Exception:  # noqa: BLE001 - an odd object: nothing to label
+                flagged = False
+            finally:
+                _AUDIT["busy"] = False
+            if flagged:
+                record("read-code", f"{path}:{getattr(args[0], '__qualname__', '?')}")
         elif event in _MUTATING:
             for i in _MUTATING[event]:
                 path = _path_of(args[i]) if i < len(args) else None
