@@ -389,10 +389,11 @@ def compare(run_dirs, resamples, seed, json_path) -> None:
 @click.option("--run", "run_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="The run directory the prediction is for (before the run starts).")
 @click.option("--file", "file_", type=click.File("r"), default=None, help="Read the prediction from a file.")
-@click.option("--check", default=None,
-              help='A machine check scored after the run, e.g. "pooled.kill_rate < 0.2".')
+@click.option("--check", "checks", multiple=True,
+              help='A machine check scored after the run, e.g. "pooled.kill_rate < 0.2" '
+                   '(repeatable: each is stored with the text as a prediction of its own).')
 @click.argument("text", required=False)
-def preregister(run_dir, file_, check, text) -> None:
+def preregister(run_dir, file_, checks, text) -> None:
     """Store a prediction, hashed and time-stamped, before a run."""
     from .preregister import preregister as store
 
@@ -400,8 +401,15 @@ def preregister(run_dir, file_, check, text) -> None:
         raise click.BadParameter("no prediction given: give it as TEXT or with --file FILE")
     if text is not None and file_ is not None:
         raise click.BadParameter("give the prediction as TEXT or with --file, not both")
-    entry = store(run_dir, text if text is not None else file_.read(), check)
-    click.echo(f"stored prediction {entry['sha256'][:12]} at {entry['registered_at']} in {run_dir}")
+    from .preregister import parse_check
+
+    body = text if text is not None else file_.read()
+    for check in checks:  # every check valid before any is stored
+        parse_check(check)
+    for check in checks or (None,):
+        entry = store(run_dir, body, check)
+        click.echo(f"stored prediction {entry['sha256'][:12]} at {entry['registered_at']} in "
+                   f"{run_dir}" + (f" (check: {check})" if check else ""))
 
 
 @main.command("bundle")

@@ -80,3 +80,18 @@ def test_verbose_after_the_subcommand_turns_on_debug_logging(tmp_path):
     result = CliRunner().invoke(main, ["preregister", "-v", "--run", str(tmp_path / "r")])
     assert result.exit_code == ExitCode.USER_ERROR  # parsed: -v is not "no such option"
     assert "no prediction given" in result.output
+
+
+def test_preregister_stores_every_check(tmp_path):
+    """Two --check options (a range) were once stored as the last one alone."""
+    from killbench.preregister import predictions
+
+    run = tmp_path / "r"
+    result = CliRunner().invoke(main, ["preregister", "--run", str(run), "--check",
+                                       "pooled.kills >= 35", "--check", "pooled.kills <= 43",
+                                       "between 35 and 43"])
+    assert result.exit_code == 0, result.output
+    assert [p["check"] for p in predictions(run)] == ["pooled.kills >= 35", "pooled.kills <= 43"]
+    bad = CliRunner().invoke(main, ["preregister", "--run", str(tmp_path / "s"), "--check",
+                                    "pooled.kills >= 1", "--check", "pooled.nosuch < 1", "x"])
+    assert bad.exit_code == ExitCode.USER_ERROR and not (tmp_path / "s").exists()
