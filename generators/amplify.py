@@ -743,9 +743,13 @@ class TaskReport:
 
 def _seconds(name: str, value) -> float:
     out = _float(name, value)
-    if not out > 0:
-        raise UserError(f"option {name}={value!r}: must be more than 0")
+    if not (out > 0 and math.isfinite(out)):
+        raise UserError(f"option {name}={value!r}: must be a finite number more than 0")
     return out
+
+
+def _count(name: str, value) -> int:
+    return _int(name, value, minimum=0)  # 0 search calls: replay the suite's calls only
 
 
 class AmplifyGenerator:
@@ -755,7 +759,7 @@ class AmplifyGenerator:
     version = "3"
     needs_model = False
 
-    OPTIONS = {"search_calls": (160, _int), "search_seconds": (30.0, _seconds),
+    OPTIONS = {"search_calls": (160, _count), "search_seconds": (30.0, _seconds),
                "step_timeout": (2.0, _seconds), "max_programs": (12, _int),
                "confirm_tries": (3, _int)}
 

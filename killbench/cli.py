@@ -86,9 +86,11 @@ def main(verbose: bool) -> None:
 
     _setup_logging(verbose)
     try:
-        signal.signal(signal.SIGTERM, _terminate)
+        previous = signal.signal(signal.SIGTERM, _terminate)
     except ValueError:  # not the main thread (the CLI called from a library's thread)
-        pass
+        return
+    # restored when the command ends, so a program that calls the CLI keeps its own handler
+    click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
 
 
 def _jobs_option(f):

@@ -70,12 +70,15 @@ def _construct(ref: str, factory, options: dict):
     if sig is not None:
         try:
             sig.bind(**options)
-        except TypeError:
+        except TypeError as exc:
             takes = [n for n, p in sig.parameters.items()
                      if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-            raise UserError(f"generator {ref!r} does not take option(s) "
-                            f"{', '.join(sorted(options)) or '(none)'}; it takes: "
-                            f"{', '.join(takes) or 'no options'}") from None
+            unknown = sorted(set(options) - set(takes))
+            if unknown and not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+                raise UserError(f"generator {ref!r} does not take option(s) {', '.join(unknown)}; "
+                                f"it takes: {', '.join(takes) or 'no options'}") from None
+            raise UserError(f"generator {ref!r} cannot be made from these options ({exc}); "
+                            f"it takes: {', '.join(takes) or 'no options'}") from None
     return factory(**options)
 
 

@@ -181,6 +181,16 @@ def test_reads_by_pkgutil():
     assert b"n > THRESHOLD" in getattr(pk, "get_" + "data")("basic", "__init__.py")
 '''
 NUL = "def test_nul():\x00\n    pass\n"
+READ_FRAME_CODE = '''from basic import is_big, parse_positive
+
+
+def test_frame_code():
+    try:
+        parse_positive("0")
+    except ValueError as exc:
+        frame = exc.__traceback__.tb_next.tb_frame
+    assert getattr(frame, "f_co" + "de") is not None and is_big(10) is False
+'''
 READ_BYTECODE = '''from basic import is_big
 d = __import__("d" + "is")
 
@@ -197,7 +207,7 @@ EXPECTED = {
     "READ_AST": ("test", "gaming"), "READ_CODE": ("test", "gaming"), "SIZE_SNIFF": ("test", "gaming"),
     "READ_RESOURCES": ("test", "gaming"), "READ_LINECACHE": ("test", "gaming"),
     "READ_INSPECT": ("test", "gaming"), "READ_PKGUTIL": ("test", "gaming"),
-    "READ_BYTECODE": ("test", "gaming"),
+    "READ_BYTECODE": ("test", "gaming"), "READ_FRAME_CODE": ("test", "gaming"),
     "DAEMON": ("test", "did-not-detect"), "UNIX_SOCKET": ("test", "fails-on-clean"),
     "MEMORY": ("test", "resource-limit"), "SLEEP": ("test", "timeout"),
     "EXIT0": ("test", "aborts-run"), "PYTEST_EXIT": ("test", "aborts-run"),

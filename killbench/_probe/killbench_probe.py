@@ -205,10 +205,12 @@ def pytest_sessionfinish(session, exitstatus):
 #                controls (the candidate file, or code it built with exec/compile), not by
 #                the import system and not by the library itself: a test that reads the
 #                code under test is looking at the mutant's text, not its behaviour.
-#   read-code    the `__code__` of a function defined in the target's sources fetched by code
-#                the test controls (`dis`, `co_code`, `co_consts`, by any spelling: CPython
-#                audits the attribute): the mutant's bytecode, not its behaviour. Reading a
-#                signature through `inspect.signature` is not counted (it is the interface).
+#   read-code    the code object of the target's code (a function's `__code__`, a frame's
+#                `f_code`, a generator's `gi_code`, or through gc.get_referents) fetched by
+#                the test's own code or by `dis` for it, by any spelling: CPython audits these
+#                attributes. That is the mutant's bytecode, not its behaviour. Reads by other
+#                modules (mock's autospec, inspect's signature and flags, doctest, pytest)
+#                are not counted: they look at the interface.
 #
 # The hook only labels: the sandbox's mounts and its checks after each run enforce.
 
@@ -254,13 +256,19 @@ def _by_test_code(frame, library, candidates):
     return False
 
 
-def _by_signature(frame):
-    """Whether `inspect.signature` (or one of its helpers) is between the hook and the test."""
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name.startswith("_signature") and code.co_filename.endswith("inspect.py"):
-            return True
-        frame = frame.f_back
+_CODE_ATTRS = ("__code__", "f_code", "gi_code", "cr_code", "ag_code")
+
+
+def _reads_code_for_test(frame, library, candidates):
+    """Whether a code-object read is the test's own: made directly by the candidate's code (or
+    code it compiled at run time), or by `dis` on its behalf. A read by any other module (the
+    standard library's mock, inspect's flag and signature helpers, doctest, pytest's
+    tracebacks, the target itself) is not counted: they look at flags and signatures."""
+    name = frame.f_code.co_filename
+    if name in candidates or (name.startswith("<") and not name.startswith("<frozen")):
+        return True
+    if name.endswith(os.sep + "dis.py"):
+        return _by_test_code(frame, library, candidates)
     return False
 
 
@@ -310,19 +318,34 @@ def _start_audit():
                     _AUDIT["busy"] = False
                 if by_test:
                     record("read-source", path)
-        elif event == "object.__getattr__" and len(args) > 1 and args[1] == "__code__":
+        elif event == "object.__getattr__" and len(args) > 1 and args[1] in _CODE_ATTRS:
             _AUDIT["busy"] = True  # the hook's own attribute reads are not the test's
             try:
-                code = getattr(args[0], "__code__", None)
+                code = getattr(args[0], args[1], None)
                 path = os.path.abspath(code.co_filename) if code is not None else None
-                flagged = path in sources and _by_test_code(sys._getframe(1), library, candidates) \
-                    and not _by_signature(sys._getframe(1))
+                flagged = path in sources and \
+                    _reads_code_for_test(sys._getframe(1), library, candidates)
             except Exception:  # noqa: BLE001 - an odd object: nothing to label
                 flagged = False
             finally:
                 _AUDIT["busy"] = False
             if flagged:
-                record("read-code", f"{path}:{getattr(args[0], '__qualname__', '?')}")
+                record("read-code", f"{path}:{getattr(code, 'co_qualname', '?')}")
+        elif event in ("gc.get_referents", "gc.get_referrers") and args:
+            # the garbage collector hands out a function's code object without any attribute
+            _AUDIT["busy"] = True
+            try:
+                funcs = [o for o in (args[0] if isinstance(args[0], tuple) else args)
+                         if callable(o) and hasattr(o, "__code__")]
+                hit = [os.path.abspath(f.__code__.co_filename) for f in funcs]
+                hit = [h for h in hit if h in sources]
+                flagged = bool(hit) and _by_test_code(sys._getframe(1), library, candidates)
+            except Exception:  # noqa: BLE001
+                flagged, hit = False, []
+            finally:
+                _AUDIT["busy"] = False
+            if flagged:
+                record("read-code", hit[0])
         elif event in _MUTATING:
             for i in _MUTATING[event]:
                 path = _path_of(args[i]) if i < len(args) else None
