@@ -34,6 +34,7 @@ from .records import VERDICTS, Mutant, MutantRecord, Outcome, Reach
 from .runner import CleanSelections, RunSettings, run_mutant, selection_for
 from .sandbox import Sandbox
 from .targets import PreparedTarget, prepare
+from . import behaviour
 from .warm import WarmRunner, check_sample
 
 log = logging.getLogger("killbench")
@@ -65,12 +66,13 @@ def load_or_run_baseline(target: PreparedTarget, workdir: Path, fresh: bool = Fa
     return base
 
 
-def enumerate_target(target: PreparedTarget, operators=None) -> list[Candidate]:
+def enumerate_target(target: PreparedTarget, operators=None,
+                     non_behavioural: frozenset = behaviour.ALL) -> list[Candidate]:
     """Every candidate mutant of every source file, in a stable order."""
     out: list[Candidate] = []
     for sf in target.sources:
         text = (target.tree / sf.path).read_bytes().decode("utf-8")
-        out.extend(enumerate_file(sf.path, text, operators))
+        out.extend(enumerate_file(sf.path, text, operators, non_behavioural))
     out.sort(key=lambda c: (c.mutant.path, c.mutant.start, c.mutant.end, c.mutant.operator,
                             c.mutant.replacement))
     return out

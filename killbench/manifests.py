@@ -27,7 +27,7 @@ from pathlib import Path
 
 import tomli
 
-from . import __version__
+from . import __version__, behaviour
 from .config import TargetSpec
 from .errors import InvariantError, KillbenchError, UserError
 from .workspace import exclusive
@@ -43,26 +43,61 @@ from .targets import prepare
 
 log = logging.getLogger("killbench")
 
-SCHEMA = 1
+SCHEMA = 2
 RECORD_FIELDS = ("id", "path", "line", "end_line", "col", "end_col", "start", "end", "function",
                  "operator", "original", "replacement", "unkillable", "verdict", "killed_by",
                  "reachable", "import_time", "covered_by", "ran", "selection")
+
+# the roles of a manifest's records (see docs/benchmark.md, "How a task set is drawn")
+DRAW, CAPPED, SURPLUS, HELD_OUT = "sample", "capped", "surplus", "held-out"
+BATCH = 24  # mutants run between two looks at the draw; only the surplus depends on it
 
 
 @dataclass(frozen=True)
 class BuildSettings:
     """What a manifest build depends on besides the pins; pre-registered in build.toml."""
 
+    benchmark: str = "1.0.0"
     seed: int = 0
-    max_mutants: int = 300  # default-operator mutants sampled per target (all when fewer)
-    max_held_out_family: int = 100  # held-out-family mutants per target
-    per_function_min: int = 1  # held-out mutants every task-set function must have
-    heldout_minimum: int = 100  # per target: the held-out population size the build aims for
+    tasks_per_target: int = 50  # the task set: behavioural reachable survivors drawn per target
+    max_function_share: float = 0.1  # no function supplies more than this share of the tasks
+    held_out_per_target: int = 100  # the held-out population drawn per target
+    lite_per_target: int = 4  # tasks per target in the lite split
     timeout_factor: float = 3.0
     timeout_floor: float = 10.0
+    non_behavioural: tuple = tuple(sorted(behaviour.SWITCHES))  # switches that are on
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        d["non_behavioural"] = {k: k in self.non_behavioural for k in sorted(behaviour.SWITCHES)}
+        return d
+
+    @property
+    def categories(self) -> frozenset:
+        return frozenset(behaviour.SWITCHES[k] for k in self.non_behavioural)
+
+    def cap(self, quota: int) -> int:
+        return max(1, int(quota * self.max_function_share))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "BuildSettings":
+        data = dict(data)
+        switches = data.pop("non_behavioural", None)
+        known = set(cls.__dataclass_fields__) - {"non_behavioural"}
+        unknown = set(data) - known
+        if unknown:
+            raise UserError(f"build settings: unknown keys {sorted(unknown)}; known: "
+                            f"{sorted(known | {'non_behavioural'})}")
+        if switches is not None:
+            if not isinstance(switches, dict):
+                raise UserError("build settings: [non_behavioural] must be a table of switches")
+            bad = sorted(set(switches) - set(behaviour.SWITCHES))
+            if bad or not all(isinstance(v, bool) for v in switches.values()):
+                raise UserError(f"build settings: [non_behavioural] takes true/false for "
+                                f"{sorted(behaviour.SWITCHES)}; got {switches}")
+            data["non_behavioural"] = tuple(sorted(k for k in behaviour.SWITCHES
+                                                   if switches.get(k, True)))
+        return cls(**data)
 
 
 def manifests_dir() -> Path:
@@ -74,32 +109,27 @@ def load_build_settings(path: Path | None = None) -> BuildSettings:
     if not path.exists():
         return BuildSettings()
     data = tomli.loads(path.read_text())
-    known = set(BuildSettings.__dataclass_fields__)
-    unknown = set(data) - known - {"schema"}
-    if unknown:
-        raise UserError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
-    return BuildSettings(**{k: v for k, v in data.items() if k in known})
+    schema = data.pop("schema", SCHEMA)
+    if schema != SCHEMA:
+        raise UserError(f"{path}: build settings of schema {schema}, this killbench builds {SCHEMA}")
+    try:
+        return BuildSettings.from_dict(data)
+    except UserError as exc:
+        raise UserError(f"{path}: {exc}") from None
 
 
 def canonical_bytes(obj) -> bytes:
     return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def _rank(seed: int, mutant_id: str) -> str:
-    return hashlib.sha256(f"{seed}:{mutant_id}".encode()).hexdigest()
+def _rank(seed: int, mutant_id: str, stream: str = "") -> str:
+    return hashlib.sha256(f"{seed}:{stream}{mutant_id}".encode()).hexdigest()
 
 
 def _record(r: MutantRecord) -> dict:
     d = r.to_dict()
     d["covered_by"] = list(r.reach.covered_by)
     return {k: d[k] for k in RECORD_FIELDS}
-
-
-def _pick_held_out_family(candidates: list[Candidate], task_functions: set, settings: BuildSettings) -> list[Candidate]:
-    """Held-out-family mutants, those in task-set functions first, then the rest."""
-    valid = [c for c in candidates if c.compiles and not c.mutant.unkillable]
-    valid.sort(key=lambda c: (c.mutant.function not in task_functions, _rank(settings.seed, c.mutant.id)))
-    return valid[: settings.max_held_out_family]
 
 
 def build_manifest(spec: TargetSpec, settings: BuildSettings, jobs: int,
@@ -110,14 +140,89 @@ def build_manifest(spec: TargetSpec, settings: BuildSettings, jobs: int,
         return _build_manifest(spec, target, settings, jobs, show_progress)
 
 
+def _fn(c: Candidate) -> str:
+    return c.mutant.function or "<module>"
+
+
+def _draw_tasks(target, baseline, eligible: list[Candidate], reaches, journal, jobs, run_settings,
+                settings: BuildSettings, show_progress: bool):
+    """Run eligible mutants in their seeded order until `tasks_per_target` survivors are
+    found, no function supplying more than its cap. Returns (records, roles, skipped):
+    every mutant run is a record; a mutant whose function is full before it is reached is
+    skipped unrun (counted); a survivor found past the quota in the last batch is surplus."""
+    quota, cap = settings.tasks_per_target, settings.cap(settings.tasks_per_target)
+    per_fn: Counter = Counter()
+    tasks: list[str] = []
+    records: list[MutantRecord] = []
+    roles: dict[str, str] = {}
+    skipped = 0
+    queue = list(eligible)
+    while queue and len(tasks) < quota:
+        batch = []
+        while queue and len(batch) < BATCH:
+            c = queue.pop(0)
+            if per_fn[_fn(c)] >= cap:
+                skipped += 1
+                continue
+            batch.append(c)
+        if not batch:
+            break
+        out = run_candidates(target, baseline, batch, reaches, journal, jobs, run_settings, False,
+                             f"{target.name} (draw)")
+        for c, r in zip(batch, out):  # in the seeded order, whatever order they finished in
+            records.append(r)
+            if len(tasks) >= quota:
+                roles[c.mutant.id] = SURPLUS
+            elif per_fn[_fn(c)] >= cap:
+                roles[c.mutant.id] = CAPPED
+            else:
+                roles[c.mutant.id] = DRAW
+                if is_task(r.outcome.verdict, r.reach.reachable, r.mutant.unkillable):
+                    tasks.append(c.mutant.id)
+                    per_fn[_fn(c)] += 1
+        if show_progress:
+            log.warning("%s: %d of %d tasks after %d mutants run", target.name, len(tasks), quota,
+                        len(records))
+    return records, roles, skipped, tasks
+
+
+def _draw_held_out(candidates: list[Candidate], taken: set, settings: BuildSettings) -> list[Candidate]:
+    """A seeded uniform draw of held-out mutants, by the same function cap as the tasks."""
+    cap = settings.cap(settings.held_out_per_target)
+    per_fn: Counter = Counter()
+    out = []
+    ranked = sorted((c for c in candidates if c.compiles and not c.mutant.unkillable
+                     and c.mutant.id not in taken),
+                    key=lambda c: _rank(settings.seed, c.mutant.id, "held-out:"))
+    for c in ranked:
+        if len(out) >= settings.held_out_per_target:
+            break
+        if per_fn[_fn(c)] < cap:
+            out.append(c)
+            per_fn[_fn(c)] += 1
+    return out
+
+
+def _population_counts(cands: list[Candidate]) -> dict:
+    cats = Counter()
+    for c in cands:
+        if not c.compiles:
+            cats["invalid"] += 1
+        elif c.mutant.unkillable:
+            cats[c.mutant.unkillable] += 1
+        else:
+            cats["behavioural"] += 1
+    return {"mutants": len(cands), "by_reason": dict(sorted(cats.items()))}
+
+
 def _build_manifest(spec: TargetSpec, target, settings: BuildSettings, jobs: int,
                     show_progress: bool) -> dict:
     workdir = workdir_for(target)
     workdir.mkdir(parents=True, exist_ok=True)
     baseline = load_or_run_baseline(target, workdir)
     run_settings = RunSettings(settings.timeout_factor, settings.timeout_floor)
-    all_default = enumerate_target(target, default_operators())
-    all_family = enumerate_target(target, held_out_operators())
+    all_default = enumerate_target(target, default_operators(), settings.categories)
+    all_family = enumerate_target(target, held_out_operators(), settings.categories)
     everything = {c.mutant.id: c for c in all_default + all_family}
     if len(everything) != len(all_default) + len(all_family):
         raise KillbenchError(f"target {spec.name}: two mutants share an id")
@@ -125,64 +230,67 @@ def _build_manifest(spec: TargetSpec, target, settings: BuildSettings, jobs: int
     header = {"killbench": __version__, "fingerprint": target.fingerprint, "build": settings.to_dict(),
               "purpose": "manifest"}
     journal = Journal(workdir / "manifest-journal.jsonl", header)
+    eligible = sorted((c for c in all_default if c.compiles and not c.mutant.unkillable
+                       and reaches[c.mutant.id].reachable),
+                      key=lambda c: _rank(settings.seed, c.mutant.id))
     try:
-        ranked = sorted(all_default, key=lambda c: _rank(settings.seed, c.mutant.id))
-        sampled = ranked[: settings.max_mutants]
-        first = run_candidates(target, baseline, sampled, reaches, journal, jobs, run_settings,
-                               show_progress, f"{spec.name} (sample)")
-        task = {r.mutant.id for r in first
-                if is_task(r.outcome.verdict, r.reach.reachable, r.mutant.unkillable)}
-        task_functions = {everything[i].mutant.function for i in task}
-        family = _pick_held_out_family(all_family, task_functions, settings)
-        chosen = {c.mutant.id for c in sampled} | {c.mutant.id for c in family}
-        # every task-set function gets held-out mutants: top up from the unsampled ones
-        per_fn = Counter(everything[i].mutant.function for i in chosen - task
-                         if everything[i].compiles and not everything[i].mutant.unkillable)
-        extra = []
-        spare = sorted((c for c in ranked[settings.max_mutants:] if c.compiles and not c.mutant.unkillable),
-                       key=lambda c: _rank(settings.seed, c.mutant.id))
-        for fn in sorted(task_functions, key=str):
-            need = settings.per_function_min - per_fn.get(fn, 0)
-            for c in spare:
-                if need <= 0:
-                    break
-                if c.mutant.function == fn and c.mutant.id not in chosen:
-                    extra.append(c)
-                    chosen.add(c.mutant.id)
-                    need -= 1
-        second = run_candidates(target, baseline, family + extra, reaches, journal, jobs,
-                                run_settings, show_progress, f"{spec.name} (held-out)")
+        drawn, roles, skipped, tasks = _draw_tasks(target, baseline, eligible, reaches, journal,
+                                                   jobs, run_settings, settings, show_progress)
+        held = _draw_held_out(all_default + all_family, set(roles), settings)
+        held_records = run_candidates(target, baseline, held, reaches, journal, jobs, run_settings,
+                                      show_progress, f"{spec.name} (held-out)")
     finally:
         journal.close()
-    records = sorted(first + second, key=lambda r: (r.mutant.path, r.mutant.start, r.mutant.end,
-                                                     r.mutant.operator, r.mutant.replacement))
-    roles = {c.mutant.id: "sample" for c in sampled}
-    roles.update({c.mutant.id: "held-out-family" for c in family})
-    roles.update({c.mutant.id: "held-out-extra" for c in extra})
-    return _assemble(target, baseline, records, task, roles, settings)
+    roles.update({c.mutant.id: HELD_OUT for c in held})
+    records = sorted(drawn + held_records, key=lambda r: (r.mutant.path, r.mutant.start, r.mutant.end,
+                                                          r.mutant.operator, r.mutant.replacement))
+    population = {"default": _population_counts(all_default),
+                  "held_out_only": _population_counts(all_family),
+                  "eligible": len(eligible), "skipped_by_function_cap": skipped}
+    return _assemble(target, baseline, records, set(tasks), roles, settings, population)
+
+
+def lite_split(manifest_tasks: list[str], rows: dict, settings: BuildSettings, name: str) -> list[str]:
+    """The lite split: `lite_per_target` tasks, stratified by where a task sits (run by a
+    test, import only) in proportion, then by function (one per function first)."""
+    n = min(settings.lite_per_target, len(manifest_tasks))
+    ranked = sorted(manifest_tasks, key=lambda i: _rank(settings.seed, i, f"lite:{name}:"))
+    strata = {True: [i for i in ranked if rows[i]["covered_by"]],
+              False: [i for i in ranked if not rows[i]["covered_by"]]}
+    want_run = round(n * len(strata[True]) / len(ranked)) if ranked else 0
+    want = {True: want_run, False: n - want_run}
+    picked = []
+    for key in (True, False):
+        seen_fn: set = set()
+        first = [i for i in strata[key] if not (rows[i]["function"] in seen_fn or seen_fn.add(rows[i]["function"]))]
+        rest = [i for i in strata[key] if i not in first]
+        picked += (first + rest)[: want[key]]
+    return sorted(picked)
 
 
 def _assemble(target, baseline, records: list[MutantRecord], task: set, roles: dict,
-              settings: BuildSettings) -> dict:
-    """The manifest dict. Counts and the task set are over the sample; the held-out
-    population is everything else that is valid and killable."""
-    sample = [r for r in records if roles[r.mutant.id] == "sample"]
-    counts = summarize(sample)
+              settings: BuildSettings, population: dict) -> dict:
+    """The manifest dict: every record with its role, the task set (the draw's survivors),
+    the lite split and the held-out population."""
+    draw = [r for r in records if roles[r.mutant.id] == DRAW]
+    counts = summarize(draw)
     rows = [{"id": r.mutant.id, "verdict": r.outcome.verdict, "reachable": r.reach.reachable,
              "unkillable": r.mutant.unkillable, "role": roles[r.mutant.id]} for r in records]
-    task_sorted, held_out = split(rows)
+    task_sorted, held_out = split(rows, held_out_roles=(HELD_OUT,))
     unkillable = {r.mutant.id: r.mutant.unkillable for r in records if r.mutant.unkillable}
     if task_sorted != sorted(task):
-        raise InvariantError("the manifest's task set is not the task-set rule over its sample")
+        raise InvariantError("the manifest's task set is not the task-set rule over its draw")
     if set(held_out) & set(task_sorted):
         raise InvariantError("the held-out population overlaps the task set")
-    by_id = {r.mutant.id: r for r in records}
-    task_fns = sorted({by_id[i].mutant.function or "<module>" for i in task})
-    held_fn = Counter(by_id[i].mutant.function or "<module>" for i in held_out)
-    missing = [fn for fn in task_fns if held_fn.get(fn, 0) < settings.per_function_min]
+    by_fn = Counter(r.mutant.function or "<module>" for r in records if r.mutant.id in task)
+    if by_fn and max(by_fn.values()) > settings.cap(settings.tasks_per_target):
+        raise InvariantError("a function supplies more tasks than the pre-registered cap")
+    record_rows = [dict(_record(r), role=roles[r.mutant.id]) for r in records]
+    lite = lite_split(task_sorted, {r["id"]: r for r in record_rows}, settings, target.spec.name)
     spec = target.spec
     return {
         "schema": SCHEMA,
+        "benchmark": settings.benchmark,
         "killbench": __version__,
         "target": {**spec.canonical(), "source_lines": _source_lines(target)},
         "build": settings.to_dict(),
@@ -190,19 +298,16 @@ def _assemble(target, baseline, records: list[MutantRecord], task: set, roles: d
         "baseline": {"tests": len(baseline.tests), "flaky": baseline.flaky,
                      "deselected": baseline.deselected, "skipped": len(baseline.skipped),
                      "lines_hit": baseline.lines_hit, "lines_total": baseline.lines_total},
-        "counts": {**counts, "population": len(records), "held_out": len(held_out),
-                   "roles": dict(sorted(Counter(roles.values()).items()))},
+        "population": population,
+        "counts": {**counts, "records": len(records), "held_out": len(held_out),
+                   "roles": dict(sorted(Counter(roles.values()).items())),
+                   "task_set_full": len(task_sorted) >= settings.tasks_per_target},
         "task_set": task_sorted,
-        "held_out": {
-            "ids": held_out,
-            "size": len(held_out),
-            "minimum": settings.heldout_minimum,
-            "minimum_met": len(held_out) >= settings.heldout_minimum,
-            "task_functions": len(task_fns),
-            "task_functions_without_held_out": missing,
-        },
+        "splits": {"full": task_sorted, "lite": lite},
+        "held_out": {"ids": held_out, "size": len(held_out), "minimum": settings.held_out_per_target,
+                     "minimum_met": len(held_out) >= settings.held_out_per_target},
         "unkillable": dict(sorted(unkillable.items())),
-        "mutants": [dict(_record(r), role=roles[r.mutant.id]) for r in records],
+        "mutants": record_rows,
     }
 
 
@@ -244,6 +349,20 @@ def digest(manifests: dict[str, dict]) -> str:
     return h.hexdigest()
 
 
+SPLITS = ("full", "lite")
+
+
+def split_digest(manifests: dict[str, dict], split_name: str) -> str:
+    """sha256 over (target, target digest, task ids) of one split: what a run on it is
+    scored against. The full split's is not the benchmark digest (that covers everything)."""
+    h = hashlib.sha256()
+    for name in sorted(manifests):
+        m = manifests[name]
+        h.update(canonical_bytes({"target": name, "digest": target_digest(m),
+                                  "tasks": m["splits"][split_name]}))
+    return h.hexdigest()
+
+
 def target_digest(manifest: dict) -> str:
     """sha256 of one target's canonical manifest: what a run's tasks come from. Unlike the
     benchmark digest it does not move when another target is added."""
@@ -262,12 +381,16 @@ def index_of(manifests: dict[str, dict]) -> dict:
                      "mutants": c["mutants"], "killed": v["killed"], "survived": v["survived"],
                      "timeout": v["timeout"], "invalid": v["invalid"], "harness_error": v["harness-error"],
                      "reachable_survivors": c["survived_reachable"], "unkillable": c["unkillable"],
-                     "task_set": len(m["task_set"]), "held_out": m["held_out"]["size"],
+                     "task_set": len(m["task_set"]), "lite": len(m["splits"]["lite"]),
+                     "held_out": m["held_out"]["size"],
                      "held_out_minimum_met": m["held_out"]["minimum_met"]})
     # the killbench that built the manifests, not the one reading them: a new release of the
     # package does not change the benchmark or its index
     built_by = ", ".join(sorted({m.get("killbench", "?") for m in manifests.values()})) or __version__
-    return {"schema": SCHEMA, "killbench": built_by, "digest": digest(manifests), "targets": rows}
+    benchmark = ", ".join(sorted({m.get("benchmark", "?") for m in manifests.values()}))
+    return {"schema": SCHEMA, "benchmark": benchmark, "killbench": built_by,
+            "digest": digest(manifests), "splits": {s: split_digest(manifests, s) for s in SPLITS},
+            "targets": rows}
 
 
 def write_index(directory: Path | None = None) -> dict:
@@ -308,7 +431,7 @@ def verify_manifest(spec: TargetSpec, manifest: dict, sample: int, seed: int, jo
 
     if manifest["target"] != {**spec.canonical(), "source_lines": manifest["target"]["source_lines"]}:
         return [f"{spec.name}: the pin differs from the one the manifest was built from"]
-    build = BuildSettings(**manifest["build"])
+    build = BuildSettings.from_dict(manifest["build"])
     with fresh_cache():
         target = prepare(spec)
         workdir = workdir_for(target)

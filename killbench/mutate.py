@@ -16,6 +16,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from . import behaviour
 from .operators import HANDLERS, OPERATORS, Proposal, Source  # noqa: F401 (re-exported)
 from .records import Mutant
 
@@ -50,7 +51,8 @@ def _is_type_checking(test: ast.expr) -> bool:
 class _Context:
     """What the operators and the unkillable rules need to know about each node."""
 
-    def __init__(self, tree: ast.Module):
+    def __init__(self, tree: ast.Module, non_behavioural: frozenset = behaviour.ALL):
+        self.non_behavioural = non_behavioural
         self.parent: dict[ast.AST, ast.AST] = {}
         self.docstrings: set[int] = set()
         self.skip: set[int] = set()  # inside f-strings
@@ -124,6 +126,11 @@ class _Context:
             return UNKILLABLE_LOCAL_ANNOTATION
         return None
 
+    def behaviour(self, node: ast.AST, operator: str) -> str | None:
+        """The non-behavioural reason of a mutant at `node`, when its category is on."""
+        category = behaviour.classify(node, self.parent, self.annotation.get(id(node)), operator)
+        return behaviour.reason(category) if category in self.non_behavioural else None
+
 
 def _code_equal(a: types.CodeType, b: types.CodeType) -> bool:
     """Same behaviour-relevant content, ignoring line and column tables."""
@@ -160,15 +167,17 @@ def _enclosing_function(ctx: _Context, node: ast.AST) -> str | None:
     return ctx.qualname.get(id(node))
 
 
-def enumerate_file(path: str, text: str, operators: Iterable[str] | None = None) -> Iterator[Candidate]:
-    """All mutants of one file by the given operators (default set if None)."""
+def enumerate_file(path: str, text: str, operators: Iterable[str] | None = None,
+                   non_behavioural: frozenset = behaviour.ALL) -> Iterator[Candidate]:
+    """All mutants of one file by the given operators (default set if None); those in the
+    `non_behavioural` categories carry that reason (see behaviour.py)."""
     wanted = set(operators if operators is not None else default_operators())
     unknown = wanted - set(OPERATORS)
     if unknown:
         raise ValueError(f"unknown operators: {sorted(unknown)}")
     src = Source(text)
     tree = ast.parse(src.data, filename=path)
-    ctx = _Context(tree)
+    ctx = _Context(tree, frozenset(non_behavioural))
     original_code = _compile(src.data, path)
     file_sha = hashlib.sha256(src.data).hexdigest()
     seen: set[tuple] = set()
@@ -190,7 +199,7 @@ def _candidate(path, src: Source, ctx: _Context, original_code, file_sha, p: Pro
     line, col = src.line_col(p.start)
     end_line, end_col = src.line_col(p.end)
     mutated = src.data[:p.start] + p.replacement.encode("utf-8") + src.data[p.end:]
-    reason = ctx.unkillable(p.node)
+    reason = ctx.unkillable(p.node) or ctx.behaviour(p.node, p.operator)
     compiles, error = True, None
     try:
         code = _compile(mutated, path)

@@ -31,13 +31,16 @@ def is_held_out(verdict: str, unkillable: str | None) -> bool:
     return verdict != "invalid" and not unkillable
 
 
-def split(rows) -> tuple[list[str], list[str]]:
-    """(task set, held-out ids) of rows with id, verdict, reachable and unkillable."""
+def split(rows, held_out_roles: tuple[str, ...] | None = None) -> tuple[list[str], list[str]]:
+    """(task set, held-out ids) of rows with id, verdict, reachable and unkillable. With
+    `held_out_roles` (a manifest's own held-out draw), only rows of those roles are held out;
+    without (a `mutate` run), every other mutant that can be killed is."""
     task = sorted(r["id"] for r in rows
                   if is_task(r["verdict"], r["reachable"], r["unkillable"], r.get("role", TASK_ROLE)))
     chosen = set(task)
     held = sorted(r["id"] for r in rows if r["id"] not in chosen
-                  and is_held_out(r["verdict"], r["unkillable"]))
+                  and is_held_out(r["verdict"], r["unkillable"])
+                  and (held_out_roles is None or r.get("role") in held_out_roles))
     return task, held
 
 
@@ -66,7 +69,9 @@ def from_manifest(manifest: dict, source: str, sources: dict[str, str]) -> Popul
     """A pinned target's population: the manifest's records and sets, as frozen."""
     keep = set(PopulationMutant.model_fields)
     mutants = [PopulationMutant(**{k: v for k, v in r.items() if k in keep}) for r in manifest["mutants"]]
-    task, held = split(manifest["mutants"])
+    from .manifests import HELD_OUT
+
+    task, held = split(manifest["mutants"], held_out_roles=(HELD_OUT,))
     if task != sorted(manifest["task_set"]) or held != sorted(manifest["held_out"]["ids"]):
         raise InvariantError(f"{manifest['target']['name']}: the manifest's task set or held-out "
                              "population is not the rule applied to its own records")

@@ -10,7 +10,8 @@ from killbench.config import load_local
 from killbench.manifests import (BuildSettings, build_manifest, canonical_bytes, digest,
                                  index_of, render_benchmark_md, survivor_places)
 
-SMALL = BuildSettings(seed=3, max_mutants=12, max_held_out_family=5, heldout_minimum=5,
+SMALL = BuildSettings(seed=3, tasks_per_target=4, held_out_per_target=5, lite_per_target=2,
+                      max_function_share=0.5,
                       timeout_floor=4.0)
 
 
@@ -46,12 +47,21 @@ def test_manifest_invariants(built):
     for i, reason in m["unkillable"].items():
         assert by_id[i]["unkillable"] == reason
     sample = [r for r in m["mutants"] if r["role"] == "sample"]
-    assert len(sample) == m["counts"]["mutants"] == SMALL.max_mutants
+    assert len(sample) == m["counts"]["mutants"]
     assert all(r["operator"] in m["operators"]["default"] for r in sample)
+    assert all(r["unkillable"] is None and r["reachable"] for r in sample)
     assert task <= {r["id"] for r in sample}
+    assert len(task) == SMALL.tasks_per_target and m["counts"]["task_set_full"]
     assert sum(m["counts"]["verdicts"].values()) == m["counts"]["mutants"]
-    assert m["held_out"]["task_functions_without_held_out"] == []
-    assert m["held_out"]["minimum"] == SMALL.heldout_minimum
+    assert held == {r["id"] for r in m["mutants"] if r["role"] == "held-out"}
+    assert len(held) == m["held_out"]["minimum"] == SMALL.held_out_per_target
+    assert set(m["splits"]["lite"]) <= task and len(m["splits"]["lite"]) == SMALL.lite_per_target
+    assert m["splits"]["full"] == m["task_set"]
+    cap = SMALL.cap(SMALL.tasks_per_target)
+    per_fn = {}
+    for i in task:
+        per_fn[by_id[i]["function"]] = per_fn.get(by_id[i]["function"], 0) + 1
+    assert max(per_fn.values()) <= cap
 
 
 @pytest.mark.slow
