@@ -138,7 +138,18 @@ def flatten(obj, prefix: str = "") -> dict[str, object]:
     return out
 
 
-IGNORED = {"killbench", "manifest_digest"}  # reported apart: they name this checkout
+IGNORED = {"killbench", "manifest_digest", "benchmark"}  # reported apart: they name this checkout
+
+
+# fields a later killbench added to the score: a bundle scored before they existed lacks
+# them (they carry no kill number: the split is read from the config, and negative controls
+# from the evidence)
+ADDED = ("split", "controls")
+
+
+def _added(key: str) -> bool:
+    parts = key.split(".")
+    return parts[-1] in ADDED or (len(parts) >= 2 and parts[-2] == "controls")
 
 
 def compare_numbers(claimed: dict, fresh: dict, what: str) -> list[str]:
@@ -147,11 +158,41 @@ def compare_numbers(claimed: dict, fresh: dict, what: str) -> list[str]:
     for key in sorted(set(a) | set(b)):
         if key in IGNORED or key.startswith("predictions."):
             continue
+        if key not in a and _added(key):
+            continue
         va, vb = a.get(key, "(absent)"), b.get(key, "(absent)")
         if isinstance(va, float) and isinstance(vb, float) and abs(va - vb) < 1e-9:
             continue
         if va != vb:
             out.append(f"{key}: bundle says {va!r}, {what} {vb!r}")
+    return out
+
+
+def provenance(records, root: Path, claimed: dict) -> list[str]:
+    """Differences between what the run was generated against and what it was scored and
+    bundled against: the manifests named at the start, in each frozen population, in the
+    score and in the bundle's environment, and the task split."""
+    out = []
+    config = records.config
+    for name, tconf in config.targets.items():
+        pop = records.population(name)
+        if pop.source != tconf.population:
+            out.append(f"{name}: tasks were generated against {tconf.population} but the bundle's "
+                       f"population is {pop.source}")
+        if pop.split != config.split:
+            out.append(f"{name}: the run was given the {config.split} split, its population is "
+                       f"the {pop.split} split")
+        t = claimed.get("targets", {}).get(name, {})
+        if t.get("population_source", pop.source) != pop.source:
+            out.append(f"{name}: scored against {t.get('population_source')}, generated against "
+                       f"{pop.source}")
+    digests = {"run start": config.manifest_digest, "score": claimed.get("manifest_digest")}
+    env = root / "environment.json"
+    if env.exists():
+        digests["bundle"] = json.loads(env.read_text()).get("manifest_digest")
+    if len({d for d in digests.values()}) > 1:
+        out.append("the manifests changed between generation and submission: "
+                   + ", ".join(f"{k} {(v or '-')[:12]}" for k, v in digests.items()))
     return out
 
 
@@ -190,7 +231,9 @@ def verify(archive: Path, jobs: int | None = None, sample: int | None = None, se
             return [f"the bundle's records are not valid: {exc}"], None
         if not records.state["complete"]:
             problems.append("the run is incomplete: " + "; ".join(records.incomplete()))
-        # 2. the score follows from the bundle's own evidence
+        # 2. the score follows from the bundle's own evidence, under the manifests it was
+        # generated against
+        problems += provenance(records, root, claimed)
         own = compute(records, matrices, *_resampling(claimed))
         problems += compare_numbers(claimed, own.dump(), "its own evidence gives")
         tokens = _tokens_from_transcript(root).get("*")
@@ -208,14 +251,16 @@ def verify(archive: Path, jobs: int | None = None, sample: int | None = None, se
             workdir = workdir_for(target)
             held.enter_context(exclusive(workdir, spec.name))
             pop = records.population(name)
-            here = freeze(target, jobs)
+            here = freeze(target, jobs, pop.split)
             if (here.source, here.task_set, here.held_out) != (pop.source, pop.task_set, pop.held_out):
                 problems.append(f"{name}: the bundle's population ({pop.source}, {len(pop.task_set)} "
                                 f"tasks) is not this checkout's ({here.source}, {len(here.task_set)} "
                                 "tasks)")
                 continue
             problems += _regate(records, name, target, workdir, pop, jobs, sample, seed, progress)
-            fresh = _rescore(records, name, target, workdir, pop, matrices[name], jobs, sample, seed)
+            problems += _recheck_controls(records, name, target, workdir, pop)
+            fresh = _rescore(records, name, target, workdir, pop, matrices[name], jobs, sample, seed,
+                             _sealed_ids(name))
             problems += _compare_matrices(name, matrices[name], fresh)
             fresh_matrices[name] = fresh
         if sample is not None:
@@ -282,6 +327,43 @@ def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress) -
     return problems
 
 
+def _sealed_ids(name: str) -> set[str]:
+    from .controls import load_sealed
+    from .manifests import current_benchmark, load_manifests
+
+    sealed = load_sealed(current_benchmark(), load_manifests())
+    return sealed.ids(name) if sealed is not None else set()
+
+
+def _recheck_controls(records, name, target, workdir, pop: Population) -> list[str]:
+    """Every positive control re-gated here (it must be kept, as at the run's start), and no
+    kept test of the bundle on a negative control (where the sealed list is available)."""
+    problems = []
+    positive = pop.controls.get("positive", [])
+    if positive:
+        baseline = load_or_run_baseline(target, workdir)
+        sb = Sandbox(target, workdir / "sandboxes" / "verify-controls", trusted=False,
+                     isolation=records.config.isolation)
+        gate = Gate([sb], baseline, timeout=records.config.gate_timeout_s)
+        rows = pop.by_id()
+        for pc in positive:
+            e = gate.check(pc["test"], mutant(rows[pc["id"]]), target=name)
+            if e.file_reason or not e.tests or not all(t.kept for t in e.tests):
+                problems.append(f"{name}: positive control {pc['id']} ({pc['file']}) is not kept by "
+                                f"the gate here ({e.reason}): an instrument fault on this machine")
+        recorded = {e.task for e in records.control_entries if e.target == name}
+        missing = sorted({pc["id"] for pc in positive} - recorded)
+        if missing:
+            problems.append(f"{name}: the run has no record of positive controls {missing} "
+                            "(they are gated at the start of every run)")
+    ids = _sealed_ids(name)
+    for e in records.entries:
+        if e.target == name and e.task in ids and e.kept:
+            problems.append(f"{name}: {e.candidate} was kept for a negative control ({e.task}): "
+                            "controls failed")
+    return problems
+
+
 def _verdict(v) -> str:
     if v is None:
         return "(absent)"
@@ -289,13 +371,19 @@ def _verdict(v) -> str:
 
 
 def _rescore(records, name, target, workdir, pop: Population, claimed: KillMatrix, jobs, sample,
-             seed) -> KillMatrix:
+             seed, negative: set[str] = frozenset()) -> KillMatrix:
     files = records.kept_files(name)
     if sample is None:
         return kill_matrix(target, pop, files, jobs=jobs, workdir=workdir,
                            isolation=records.config.isolation)
-    # a sample: the clean runs of every file, and a seeded sample of (file, mutant) runs
-    keep = {(r.candidate, r.mutant) for r in _pick(claimed.runs, sample, seed, f"kills:{name}")}
+    # a sample: the clean runs of every file, a seeded sample of the runs that claim a kill of
+    # a task (what the score counts) and a seeded sample of the others
+    task = set(pop.task_set)
+    claims = [r for r in claimed.runs if r.mutant in task and "failed" in r.cells.values()]
+    rest = [r for r in claimed.runs if not (r.mutant in task and "failed" in r.cells.values())]
+    keep = {(r.candidate, r.mutant) for r in _pick(claims, sample, seed, f"kills:{name}")
+            + _pick(rest, sample, seed, f"runs:{name}")}
+    keep |= {(r.candidate, r.mutant) for r in claimed.runs if r.mutant in negative}  # every control
     fresh = kill_matrix(target, pop, files, jobs=jobs, workdir=workdir,
                         isolation=records.config.isolation, only=keep)
     return fresh

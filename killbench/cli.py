@@ -77,8 +77,23 @@ class _Group(click.Group):
             sys.exit(int(ExitCode.INTERRUPTED))
 
 
+def _version_message() -> str:
+    """The package version, the benchmark version and the manifest digest: a number is cited
+    with the benchmark's version, which is not the package's."""
+    from .manifests import current_benchmark, current_digest
+
+    try:
+        bench, digest = current_benchmark(), current_digest()
+    except KillbenchError as exc:
+        return f"killbench {__version__}\nbenchmark: unreadable ({exc})"
+    return (f"killbench {__version__}\nbenchmark {bench or '(no manifests)'}\n"
+            f"manifest digest {digest or '-'}")
+
+
 @click.group(cls=_Group)
-@click.version_option(__version__, prog_name="killbench")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              help="Show the package and benchmark versions and the manifest digest, and exit.",
+              callback=lambda ctx, _p, v: (click.echo(_version_message()), ctx.exit()) if v else None)
 @click.option("-v", "--verbose", is_flag=True, help="More log output.")
 def main(verbose: bool) -> None:
     """killbench: score test generators by mutation testing."""
@@ -285,6 +300,9 @@ def _progress_printer(what: str):
 @click.option("--gate-timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds each gate run may take (default: the rules').")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--split", type=click.Choice(["full", "lite"]), default="full", show_default=True,
+              help="The benchmark's task split: full (50 tasks per target) or lite (4 per target, "
+                   "for comparing models cheaply). Recorded in the run, score and bundle.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run directory (default: runs/<time>-<generator>); an interrupted run in it "
                    "is resumed.")
@@ -295,8 +313,8 @@ def _progress_printer(what: str):
 @click.option("--score/--no-score", default=True, show_default=True,
               help="Score the run when it ends (same as `killbench score RUN_DIR`).")
 @_jobs_option
-def run(generator, model, targets, budget, gate_calls, seconds, isolation, gate_timeout, seed, out,
-        base_url, no_cache, opts, score, jobs) -> None:
+def run(generator, model, targets, budget, gate_calls, seconds, isolation, gate_timeout, seed, split,
+        out, base_url, no_cache, opts, score, jobs) -> None:
     """Run a generator on targets' task sets; every test it writes goes through the gate."""
     from datetime import datetime, timezone
 
@@ -324,7 +342,7 @@ def run(generator, model, targets, budget, gate_calls, seconds, isolation, gate_
         path = run_generator(generator, names, model=model, budget=budget, gate_calls=gate_calls,
                              seconds=seconds, seed=seed, out=out, jobs=jobs, options=options,
                              base_url=base_url, no_cache=no_cache, gate_timeout=gate_timeout,
-                             isolation=isolation)
+                             isolation=isolation, split=split)
     except KeyboardInterrupt:
         executor.kill_all()
         click.echo(f"killbench: interrupted; everything done so far is in {out}. To resume: "
@@ -367,6 +385,18 @@ def score(run_dir: Path, jobs, resamples, seed, fresh) -> None:
                        progress=_progress_printer("scoring"))
     click.echo(render_score(result))
     click.echo(f"wrote {run_dir / 'score.json'}")
+
+
+@main.command()
+@click.argument("bundle_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--bibtex", is_flag=True, help="Print only the BibTeX entry.")
+def cite(bundle_path, bibtex) -> None:
+    """How to cite a verified bundle's result: benchmark version, manifest digest, split,
+    the entry and the bundle's sha256 (plain text and BibTeX)."""
+    from .cite import citation
+
+    plain, bib = citation(bundle_path)
+    click.echo(bib if bibtex else plain + "\n\n" + bib)
 
 
 @main.command()
@@ -440,6 +470,10 @@ def verify_cmd(bundle_path, sample, seed, jobs) -> None:
 
     problems, fresh = verify(bundle_path, jobs=jobs, sample=sample, seed=seed,
                              progress=_progress_printer("re-executing"))
+    if sample is None:  # a full verify leaves its record beside the bundle (what `cite` needs)
+        from .cite import write_record
+
+        click.echo(f"wrote {write_record(bundle_path, problems, fresh)}")
     if problems:
         click.echo(f"NOT reproduced: {len(problems)} differences")
         for p in problems:
@@ -447,6 +481,18 @@ def verify_cmd(bundle_path, sample, seed, jobs) -> None:
         sys.exit(int(ExitCode.CHECK_FAILED))
     click.echo("reproduced" + (f" (a sample of {sample} per target)" if sample else ""))
     click.echo(render_score(fresh))
+
+
+@main.command()
+@click.argument("bundle_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--bibtex", is_flag=True, help="Print only the BibTeX entry.")
+def cite(bundle_path, bibtex) -> None:
+    """How to cite a verified bundle's result: benchmark version, manifest digest, split,
+    the entry and the bundle's sha256 (plain text and BibTeX)."""
+    from .cite import citation
+
+    plain, bib = citation(bundle_path)
+    click.echo(bib if bibtex else plain + "\n\n" + bib)
 
 
 @main.command()
@@ -465,7 +511,11 @@ def report(run_dirs, out) -> None:
               default=Path("submissions"), show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("docs/leaderboard.md"), show_default=True)
-def leaderboard(bundles, out) -> None:
+@click.option("--reexecute", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Gate entries and kill runs per target re-executed from scratch for each entry "
+                   "on this benchmark (0: none, and the board says so).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the re-executed sample.")
+def leaderboard(bundles, out, reexecute, seed) -> None:
     """Regenerate the leaderboard from the bundles in a folder."""
     from .errors import UserError
     from .report import write_leaderboard
@@ -473,7 +523,7 @@ def leaderboard(bundles, out) -> None:
     if not bundles.is_dir():
         raise UserError(f"--bundles {bundles}: no such folder (the default, submissions/, is "
                         "the checkout's; run this from a checkout or give --bundles DIR)")
-    click.echo(f"wrote {write_leaderboard(bundles, out)}")
+    click.echo(f"wrote {write_leaderboard(bundles, out, reexecute or None, seed)}")
 
 
 @main.command()
@@ -538,6 +588,22 @@ def manifests_build(targets, jobs, scheduler) -> None:
         sys.exit(int(ExitCode.TARGET_ERROR))
 
 
+@manifests.command("controls")
+@click.argument("sealed", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def manifests_controls(sealed) -> None:
+    """Write the controls of a sealed controls file into the manifests (maintainers)."""
+    from .controls import seal
+    from .manifests import write_benchmark_doc, write_index
+
+    done = seal(sealed)
+    for name, m in sorted(done.items()):
+        c = m["controls"]
+        click.echo(f"{name}: {c['negative']['count']} negative, {len(c['positive'])} positive; "
+                   f"lite split {len(m['splits']['lite'])} tasks")
+    index = write_index()
+    click.echo(f"manifest digest {index['digest']}; wrote {write_benchmark_doc()}")
+
+
 @manifests.command("verify")
 @click.argument("targets", nargs=-1)
 @click.option("--sample", type=click.IntRange(min=1), default=20, show_default=True)
@@ -577,8 +643,20 @@ def targets() -> None:
     from .manifests import load_manifests
 
     built = load_manifests()
+    pins = list_pins()
+    if not pins:
+        from .config import targets_dir
+
+        raise KillbenchError(f"no pinned targets in {targets_dir()}: this installation of "
+                             "killbench is missing its benchmark data (reinstall the package)")
+    if not built:
+        from .manifests import manifests_dir
+
+        raise KillbenchError(f"no manifests in {manifests_dir()}: the pins have no frozen "
+                             "mutants to be scored on (reinstall the package, or build them with "
+                             "`killbench manifests build`)")
     rows = []
-    for pin in list_pins():
+    for pin in pins:
         spec = load_pin(pin)
         m = built.get(spec.name)
         measured = spec.extra.get("measured", {})
@@ -586,13 +664,14 @@ def targets() -> None:
             b = m["baseline"]
             cov = f"{100 * b['lines_hit'] / b['lines_total']:.0f}%" if b["lines_total"] else "-"
             rows.append([spec.name, spec.version, m["target"]["source_lines"], b["tests"],
-                         measured.get("suite_seconds", "-"), cov, len(m["task_set"])])
+                         measured.get("suite_seconds", "-"), cov, len(m["task_set"]),
+                         len(m.get("splits", {}).get("lite", []))])
         else:
             rows.append([spec.name, spec.version, measured.get("source_lines", "-"),
                          measured.get("tests", "-"), measured.get("suite_seconds", "-"),
-                         measured.get("line_coverage", "-"), "(no manifest)"])
+                         measured.get("line_coverage", "-"), "(no manifest)", "-"])
     click.echo(tabulate(rows, headers=["target", "version", "source lines", "tests", "suite s",
-                                       "line coverage", "task set"], tablefmt="github"))
+                                       "line coverage", "task set", "lite"], tablefmt="github"))
 
 
 if __name__ == "__main__":

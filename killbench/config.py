@@ -16,7 +16,7 @@ from pathlib import Path
 import tomli
 
 from .errors import UserError
-from .locations import repo_root
+from .locations import benchmark_dir
 
 PIN_KEYS = ("name", "version", "sdist_sha256", "import_names", "mutate", "tests", "test_requires")
 LOCAL_KEYS = ("mutate", "tests", "test_requires")
@@ -192,8 +192,8 @@ def load_local(project_dir: Path) -> TargetSpec:
 
 
 def targets_dir() -> Path:
-    """The pins shipped with this checkout."""
-    return repo_root() / "targets"
+    """The pins shipped with the benchmark (checkout or installed package)."""
+    return benchmark_dir("targets")
 
 
 def list_pins(directory: Path | None = None) -> list[Path]:

@@ -160,6 +160,9 @@ class Population(Record):
     task_set: list[str]
     held_out: list[str]
     held_out_minimum: int | None = None
+    split: str = "full"  # which of the manifest's task splits (a `mutate` run has only full)
+    # the manifest's controls (controls.py): negative count and commitment, positive tests
+    controls: dict = Field(default_factory=dict)
     sources: dict[str, str] = Field(default_factory=dict)  # path -> clean text (for export)
 
     def by_id(self) -> dict[str, PopulationMutant]:
@@ -316,6 +319,8 @@ class RunConfig(Record):
     schema_version: int = 2
     killbench: str
     manifest_digest: str | None = None
+    benchmark: str | None = None  # the benchmark version of the manifests
+    split: str = "full"  # the task split the generator is given: full or lite
     generator: GeneratorInfo
     model: str | None = None
     seed: int = 0

@@ -252,8 +252,10 @@ def run_mutants(target: PreparedTarget, baseline: Baseline, todo: list[tuple[Mut
 def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[Candidate],
                    reaches: dict[str, Reach], journal: Journal, jobs: int,
                    settings: RunSettings = RunSettings(), show_progress: bool = True,
-                   label: str = "") -> list[MutantRecord]:
-    """Outcomes for these candidates: from the journal, decided without a run, or run."""
+                   label: str = "", check_warm: bool = True) -> list[MutantRecord]:
+    """Outcomes for these candidates: from the journal, decided without a run, or run. A
+    caller that runs many small batches passes check_warm=False and calls
+    warm_equals_plain once over all of them."""
     todo = []
     for c in candidates:
         if journal.done(c.mutant.id):
@@ -278,7 +280,7 @@ def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[
         if entry is None:
             raise HarnessError(f"mutant {c.mutant.id} has no result after the run")
         records.append(MutantRecord(c.mutant, reaches[c.mutant.id], Outcome.from_dict(entry["outcome"])))
-    if settings.warm:
+    if settings.warm and check_warm:
         warm_equals_plain(target, baseline, records, journal.path.parent, jobs, settings,
                           label or target.name)
     return records

@@ -27,9 +27,27 @@ def cache_subdir(name: str) -> Path:
 
 
 def repo_root() -> Path:
-    """The checkout this package runs from (targets/ and manifests/ live there)."""
+    """The checkout this package runs from (targets/, manifests/ and docs/ live there)."""
     env = os.environ.get("KILLBENCH_HOME")
     return Path(env) if env else Path(__file__).resolve().parent.parent
+
+
+# the benchmark's data directories, and the names they are installed under in the package
+_PACKAGED = {"targets": "_targets", "manifests": "_manifests"}
+
+
+def benchmark_dir(name: str) -> Path:
+    """targets/ or manifests/: under KILLBENCH_HOME when set, else the checkout's (an
+    editable install, or running from the source tree), else the copy installed with the
+    package (a wheel or `pip install .`), which is the same data."""
+    env = os.environ.get("KILLBENCH_HOME")
+    if env:
+        return Path(env) / name
+    here = Path(__file__).resolve().parent
+    checkout = here.parent / name
+    if checkout.is_dir() and (here.parent / "pyproject.toml").is_file():
+        return checkout
+    return here / _PACKAGED[name]
 
 
 PROBE_DIR = Path(__file__).resolve().parent / "_probe"

@@ -86,6 +86,7 @@ class Cost(Record):
 class TargetScore(Record):
     target: str
     population_source: str
+    split: str = "full"
     complete: bool
     task_set: int
     held_out: int
@@ -109,6 +110,17 @@ class TargetScore(Record):
     mutants_run: int
     cost: Cost
     isolation: str
+    controls: Controls | None = None
+
+
+class Controls(Record):
+    """Controls held: positive reference tests kept (of how many, every session of the run),
+    and how many negative controls the task set holds (which ones is sealed: whether a kept
+    test hit one is checked where the list is, by the leaderboard and verify)."""
+
+    positive: int
+    positive_kept: int
+    negative: int
 
 
 class Pooled(Record):
@@ -127,6 +139,8 @@ class Score(Record):
     schema_version: int = SCORE_SCHEMA
     killbench: str
     manifest_digest: str | None
+    benchmark: str | None = None
+    split: str = "full"
     run: dict
     complete: bool
     incomplete: list[str] = Field(default_factory=list)
@@ -365,9 +379,24 @@ def cost(summary: GenerationSummary | None, files: int, tests: int, kept: int, k
 # ---------------------------------------------------------------- one target, a run
 
 
+def controls_held(pop: Population, control_entries: list[GateEntry]) -> Controls:
+    """A positive control is held when every gating of its reference test in the run kept
+    it (and it was gated at least once)."""
+    positive = [pc["id"] for pc in pop.controls.get("positive", [])]
+    by_task: dict[str, list[GateEntry]] = {}
+    for e in control_entries:
+        by_task.setdefault(e.task, []).append(e)
+    held = sum(1 for i in positive if by_task.get(i)
+               and all(e.file_reason is None and e.tests and all(t.kept for t in e.tests)
+                       for e in by_task[i]))
+    neg = (pop.controls.get("negative") or {}).get("count", 0)
+    return Controls(positive=len(positive), positive_kept=held, negative=neg)
+
+
 def target_score(pop: Population, subs: list[Submission], entries: list[GateEntry],
                  matrix: KillMatrix, summary: GenerationSummary | None,
-                 sources: dict[str, str], complete: bool) -> TargetScore:
+                 sources: dict[str, str], complete: bool,
+                 control_entries: list[GateEntry] = ()) -> TargetScore:
     """Every number of one target. `sources`: kept files' text by their path in the run
     (tests/test_killbench_ID.py), for the assertion classifier."""
     kills = kills_by_test(matrix)
@@ -380,7 +409,7 @@ def target_score(pop: Population, subs: list[Submission], entries: list[GateEntr
     kept_files = len({row.candidate for row in matrix.rows})
     k = len(killed_all & task)
     return TargetScore(
-        target=pop.target, population_source=pop.source, complete=complete,
+        target=pop.target, population_source=pop.source, split=pop.split, complete=complete,
         task_set=len(pop.task_set), held_out=len(pop.held_out), kept_tests=len(matrix.rows),
         kept_files=kept_files, kills=task_kills(pop, kills), kills_by_place=kills_by_place(pop, kills),
         timeouts_on_task_set=len((timeouts(matrix) - killed_all) & task),
@@ -394,7 +423,7 @@ def target_score(pop: Population, subs: list[Submission], entries: list[GateEntr
         classes_by_test=dict(sorted(classes.items())),
         mutants_run=len({run.mutant for run in matrix.runs}),
         cost=cost(summary, ff["files"], tf["tests"], len(matrix.rows), k),
-        isolation=matrix.isolation)
+        isolation=matrix.isolation, controls=controls_held(pop, list(control_entries)))
 
 
 def pooled(targets: dict[str, TargetScore], resamples: int, seed: int) -> Pooled | None:
@@ -421,12 +450,13 @@ def tokens_per_kill(targets: dict[str, TargetScore]) -> float | None:
 
 def run_score(config: RunConfig, targets: dict[str, TargetScore], *, killbench: str,
               manifest_digest: str | None, incomplete: list[str], resamples: int,
-              seed: int) -> Score:
+              seed: int, benchmark: str | None = None) -> Score:
     places = [t.kills_by_place for t in targets.values()]
     by_place = {p: {"k": sum(x[p].k for x in places), "n": sum(x[p].n for x in places)}
                 for p in (RUN_BY_A_TEST, IMPORT_ONLY)} if places else None
     return Score(
-        killbench=killbench, manifest_digest=manifest_digest,
+        killbench=killbench, manifest_digest=manifest_digest, benchmark=benchmark,
+        split=config.split,
         run={"generator": config.generator.dump(), "model": config.model, "seed": config.seed,
              "isolation": config.isolation, "outside_rules": list(config.outside_rules),
              "budgets": {n: t.budgets.dump() for n, t in config.targets.items()},

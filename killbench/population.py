@@ -13,7 +13,7 @@ writes it into its directory, and scoring, export and verify read it from there.
 
 from __future__ import annotations
 
-from .errors import InvariantError
+from .errors import InvariantError, UserError
 from .evidence import Population, PopulationMutant
 from .records import Mutant
 
@@ -65,8 +65,10 @@ def check(pop: Population) -> None:
             raise InvariantError(f"{pop.target}: held-out mutant {i} cannot be killed")
 
 
-def from_manifest(manifest: dict, source: str, sources: dict[str, str]) -> Population:
-    """A pinned target's population: the manifest's records and sets, as frozen."""
+def from_manifest(manifest: dict, source: str, sources: dict[str, str],
+                  split_name: str = "full") -> Population:
+    """A pinned target's population: the manifest's records and sets, as frozen; the task
+    set is the named split of it (the lite split is a pre-registered subset)."""
     keep = set(PopulationMutant.model_fields)
     mutants = [PopulationMutant(**{k: v for k, v in r.items() if k in keep}) for r in manifest["mutants"]]
     from .manifests import HELD_OUT
@@ -75,8 +77,17 @@ def from_manifest(manifest: dict, source: str, sources: dict[str, str]) -> Popul
     if task != sorted(manifest["task_set"]) or held != sorted(manifest["held_out"]["ids"]):
         raise InvariantError(f"{manifest['target']['name']}: the manifest's task set or held-out "
                              "population is not the rule applied to its own records")
+    splits = manifest.get("splits", {"full": task})
+    if split_name not in splits:
+        raise UserError(f"{manifest['target']['name']}: the manifest has no {split_name!r} split "
+                        f"(it has: {', '.join(sorted(splits))})")
+    chosen = sorted(splits[split_name])
+    if not set(chosen) <= set(task):
+        raise InvariantError(f"{manifest['target']['name']}: the {split_name} split holds mutants "
+                             "outside the task set")
     pop = Population(target=manifest["target"]["name"], source=source, mutants=mutants,
-                     task_set=task, held_out=held,
+                     task_set=chosen, held_out=held, split=split_name,
+                     controls=manifest.get("controls", {}),
                      held_out_minimum=manifest["held_out"]["minimum"],
                      sources={p: t for p, t in sources.items()
                               if any(m.path == p for m in mutants)})
@@ -111,15 +122,24 @@ def import_only(pop: Population) -> set[str]:
     return {i for i in pop.task_set if not rows[i].covered_by}
 
 
-def freeze(target, jobs: int) -> Population:
-    """The population of a prepared target: its manifest's, else a fresh mutate run's."""
+def freeze(target, jobs: int, split_name: str = "full") -> Population:
+    """The population of a prepared target: its manifest's, else a fresh mutate run's (which
+    has one split, the full one)."""
     from .harness import mutate_target
     from .manifests import load_manifests, target_digest
 
     spec = target.spec
     texts = {sf.path: (target.tree / sf.path).read_text(encoding="utf-8") for sf in target.sources}
     manifest = load_manifests().get(spec.name) if spec.kind == "pin" else None
-    if manifest is not None and manifest["target"]["sdist_sha256"] == spec.sdist_sha256:
-        return from_manifest(manifest, f"manifest {target_digest(manifest)}", texts)
+    if spec.kind == "pin" and (manifest is None or manifest["target"]["sdist_sha256"] != spec.sdist_sha256):
+        raise UserError(f"pin {spec.name!r} has no manifest built from its sdist in this "
+                        "installation: a pinned target is scored only on its frozen manifest "
+                        "(`killbench manifests build` makes one; a project directory needs none)")
+    if manifest is not None:
+        source = f"manifest {target_digest(manifest)}" + (f" {split_name} split" if split_name != "full" else "")
+        return from_manifest(manifest, source, texts, split_name)
+    if split_name != "full":
+        raise UserError(f"{spec.name}: the {split_name} split exists only for the benchmark's "
+                        "pinned targets; a project of your own has one task set (--split full)")
     run = mutate_target(spec, jobs=jobs, target=target, show_progress=True)
     return from_records(spec.name, run.records, f"mutate {target.fingerprint}", texts)

@@ -27,7 +27,8 @@ def budget_text(budgets: dict) -> str:
 def render_score(score: Score) -> str:
     run = score.run
     g = run["generator"]
-    lines = [f"killbench {score.killbench} · manifest digest {score.manifest_digest or '(none)'}",
+    lines = [f"killbench {score.killbench} · benchmark {score.benchmark or '(none)'} · "
+             f"{score.split} split · manifest digest {score.manifest_digest or '(none)'}",
              f"generator {g['name']} {g['version']} · model {run.get('model') or '(none)'} · "
              f"isolation {run.get('isolation')}"
              + (f" · OUTSIDE THE RULES: {'; '.join(run['outside_rules'])}" if run.get("outside_rules")
@@ -38,6 +39,10 @@ def render_score(score: Score) -> str:
     for name, t in score.targets.items():
         lines.append(f"## {name} ({t.population_source})")
         lines.append(f"kills:    {rate_text(t.kills)}")
+        if t.controls is not None and (t.controls.positive or t.controls.negative):
+            lines.append(f"controls: positive {t.controls.positive_kept} of {t.controls.positive} "
+                         f"kept by the gate; {t.controls.negative} negative among the tasks "
+                         "(which is sealed; the leaderboard and verify check them)")
         for place, rr in t.kills_by_place.items():
             lines.append(f"          {place}: {rr.k} / {rr.n}")
         if t.timeouts_on_task_set:

@@ -167,13 +167,23 @@ class Entry:
     def __init__(self, path: Path, score=None, config=None, refused: str | None = None,
                  earlier: str | None = None):
         self.path, self.score, self.config, self.refused, self.earlier = path, score, config, refused, earlier
+        self.checked = "recomputed"
+        self.negative_hits: list[tuple[str, str, str]] | None = None  # None: list sealed here
+
+    @property
+    def benchmark(self) -> str:
+        return (self.score or {}).get("benchmark") or (self.config or {}).get("benchmark") or "0.1"
+
+    @property
+    def split(self) -> str:
+        return (self.config or {}).get("split", "full")
 
 
 def check_bundle(path: Path) -> Entry:
     """Unpack a bundle and recompute its score from its evidence; refuse it on any mismatch."""
     import tempfile
 
-    from .bundle import _unpack, check_files, compare_numbers
+    from .bundle import _unpack, check_files, compare_numbers, provenance
     from .errors import KillbenchError
     from .evidence import KillMatrix, load
     from .locations import cache_subdir
@@ -200,15 +210,62 @@ def check_bundle(path: Path) -> Entry:
             claimed = json.loads((root / "score.json").read_text())
             p = claimed.get("pooled_kills") or {}
             fresh = compute(records, matrices, p.get("resamples", 10_000), p.get("seed", 0))
+            origin = provenance(records, root, claimed)
         except (KillbenchError, ValueError) as exc:
             return Entry(path, refused=f"its records are not valid: {str(exc)[:300]}")
+        if origin:
+            return Entry(path, refused="provenance: " + "; ".join(origin)[:300])
         if not fresh.complete:
             return Entry(path, refused="an incomplete run: " + "; ".join(fresh.incomplete)[:300])
         diff = compare_numbers(claimed, fresh.dump(), "its evidence gives")
         if diff:
             return Entry(path, refused=f"score.json does not follow from its evidence ({len(diff)} "
                                        f"numbers differ, e.g. {diff[0][:200]})")
-        return Entry(path, score=fresh.dump(), config=records.config.dump())
+        entry = Entry(path, score=fresh.dump(), config=records.config.dump())
+        entry.negative_hits = negative_control_hits(records, fresh.dump())
+        return entry
+
+
+def negative_control_hits(records, score: dict) -> list[tuple[str, str, str]] | None:
+    """Kept tests that kill a negative control, or were kept by the gate for one (each is
+    a test that saw the edit by a route other than behaviour); None when the sealed list is
+    not available here."""
+    from .controls import load_sealed
+    from .manifests import current_benchmark, load_manifests
+
+    sealed = load_sealed(current_benchmark(), load_manifests())
+    if sealed is None:
+        return None
+    hits = []
+    for name, t in score["targets"].items():
+        ids = sealed.ids(name)
+        for key, killed in sorted(t.get("kills_by_test", {}).items()):
+            for i in sorted(set(killed) & ids):
+                hits.append((name, i, f"{key} kills it"))
+        for e in records.entries:
+            if e.target == name and e.task in ids and e.kept:
+                hits.append((name, e.task, f"{e.candidate} was kept for it"))
+    return sorted(set(hits))
+
+
+def controls_cell(entry: Entry) -> str:
+    """positive kept / held, negative killed / count ("sealed" where the list is not here)."""
+    ts = entry.score["targets"].values()
+    pos = sum((t.get("controls") or {}).get("positive", 0) for t in ts)
+    kept = sum((t.get("controls") or {}).get("positive_kept", 0) for t in ts)
+    neg = sum((t.get("controls") or {}).get("negative", 0) for t in ts)
+    hits = getattr(entry, "negative_hits", None)
+    negative = f"sealed ({neg})" if hits is None else \
+        f"{len({(t, i) for t, i, _ in hits})} of {neg} killed"
+    return f"positive {kept} of {pos} kept; negative {negative}"
+
+
+def _current_sources(manifests: dict, split: str) -> dict[str, str]:
+    """target -> the population source a run on this checkout's manifests and split has."""
+    from .manifests import target_digest
+
+    return {name: f"manifest {target_digest(m)}" + (f" {split} split" if split != "full" else "")
+            for name, m in manifests.items()}
 
 
 def _benchmark_status(score: dict, current: dict[str, str]) -> dict[str, str]:
@@ -236,11 +293,36 @@ def _budget_cell(config: dict) -> str:
     return text.replace(" tokens", " tokens per target", 1) if tokens[0] is not None else text
 
 
-def write_leaderboard(folder: Path, out: Path) -> Path:
-    """Rows from bundles, every number recomputed from each bundle's evidence; groups only
-    among entries scored on this checkout's manifests, compared over the whole benchmark task
-    set (a target an entry did not run counts as no kills)."""
-    from .manifests import load_manifests, target_digest
+def verified_record(path: Path) -> dict | None:
+    from .cite import load_record
+
+    return load_record(path)
+
+
+def _reexecute(entry: Entry, sample: int, seed: int) -> None:
+    """Re-execute a seeded sample of the bundle's gate entries and kill runs; refuse it on
+    any difference (what the sample found is named)."""
+    from .bundle import verify
+    from .errors import KillbenchError
+
+    try:
+        problems, _ = verify(entry.path, sample=sample, seed=seed)
+    except KillbenchError as exc:
+        problems = [f"could not be re-executed here: {exc}"]
+    if problems:
+        entry.refused = (f"a re-executed sample ({sample} per target, seed {seed}) differs from the "
+                         f"bundle ({len(problems)} differences, e.g. {problems[0][:200]})")
+        entry.score = None
+    else:
+        entry.checked = f"sample of {sample} re-executed"
+
+
+def write_leaderboard(folder: Path, out: Path, reexecute: int | None = 2, seed: int = 0) -> Path:
+    """Rows from bundles, every number recomputed from each bundle's evidence and, for entries
+    on this checkout's benchmark, a seeded sample of each re-executed (`reexecute` per target;
+    None skips it, and the board says so). Groups only among comparable entries of one split,
+    over that split's whole task set (a target an entry did not run counts as no kills)."""
+    from .manifests import load_manifests
 
     if not folder.is_dir():
         raise UserError(f"{folder}: no such directory of bundles (give --bundles DIR)")
@@ -250,15 +332,76 @@ def write_leaderboard(folder: Path, out: Path) -> Path:
     manifests = load_manifests()
     if not manifests:
         raise UserError("this installation has no manifests: the leaderboard has nothing to rank on")
-    current = {name: f"manifest {target_digest(m)}" for name, m in manifests.items()}
-    tasks = {name: sorted(m["task_set"]) for name, m in manifests.items()}
-    total = sum(len(v) for v in tasks.values())
+    benchmark = ", ".join(sorted({m.get("benchmark", "?") for m in manifests.values()}))
+    splits = {sp: {name: sorted(m["splits"][sp]) for name, m in manifests.items()}
+              for sp in ("full", "lite")}
     entries = [check_bundle(b) for b in bundles]
-    listed = [e for e in entries if e.score is not None]
-    status = {e.path.name: _benchmark_status(e.score, current) for e in listed}
+    status = {}
+    for e in entries:
+        if e.score is not None:
+            status[e.path.name] = _benchmark_status(e.score, _current_sources(manifests, e.split))
+    on_bench = [e for e in entries if e.score is not None and e.benchmark == benchmark
+                and all(v == "current" for v in status[e.path.name].values())]
+    if reexecute is not None:
+        for e in on_bench:
+            _reexecute(e, reexecute, seed)
+    listed = [e for e in entries if e.score is not None and e.benchmark == benchmark]
+    older = [e for e in entries if e.score is not None and e.benchmark != benchmark]
+    lines = ["# Leaderboard", "", "<!-- generated by `killbench leaderboard`; do not edit by hand -->", "",
+             f"Benchmark {benchmark}: {len(manifests)} targets, "
+             + ", ".join(f"{sum(len(v) for v in splits[sp].values())} tasks in the {sp} split"
+                         for sp in ("full", "lite")) + ". "
+             "Every number below is recomputed by `killbench leaderboard` from the bundle's own "
+             "evidence (its gate records and kill matrices), and for every entry on this "
+             "benchmark a seeded sample of its gate entries and of its kill runs (those that "
+             "claim a kill first) is re-executed from scratch"
+             + ("" if reexecute is not None else " (not this time: the board was written with "
+                "re-execution off)") + ". A bundle whose score.json does not follow from its "
+             "evidence, whose files do not match their sums, whose tasks were generated against "
+             "other manifests than it was scored on, whose re-executed sample differs, or whose "
+             "run is incomplete is not listed with numbers. \"verified\" means a full "
+             "`killbench verify` of the same bytes passed (its record is beside the bundle).", "",
+             "\"kills\" counts over the targets an entry ran, with a 95% interval; \"of the "
+             "split\" counts the same kills over every target's tasks in the entry's split (a "
+             "target not run kills nothing). \"targets\" says how many targets were scored "
+             "against this benchmark's manifest of them; an entry on a target outside the "
+             "benchmark, or outside the benchmark's rules, is listed but not grouped. \"budget\" "
+             "is what bounded the generator, summed over its targets; \"gate calls\" and "
+             "\"generation\" are what it used.", "",
+             "Group: entries of one split in one group are not distinguishable from the group's "
+             "leader (exact McNemar over the split's whole task set, Holm-corrected); ranks within "
+             "a group mean nothing.", ""]
+    for sp in ("full", "lite"):
+        mine = [e for e in listed if e.split == sp and e.score is not None]
+        if not mine:
+            continue
+        lines += [f"## {sp.capitalize()} split", "", _table(mine, status, splits[sp], manifests), ""]
+    if older:
+        lines += ["## Scored on earlier benchmark versions", "",
+                  "Numbers recomputed from each bundle's own evidence, on the manifests it was "
+                  "run against; not re-executed and never ranked against this benchmark.", "",
+                  tabulate([[e.benchmark, _label(e.score), _ci(e.score["pooled_kills"])
+                             if e.score.get("pooled_kills") else "-", e.score["killbench"], e.path.name]
+                            for e in older],
+                           headers=["benchmark", "generator", "kills [95% CI]", "killbench", "bundle"],
+                           tablefmt="github"), ""]
+    refused = [e for e in entries if e.refused]
+    earlier = [e for e in entries if e.earlier]
+    if refused:
+        lines += ["## Not listed", "", tabulate([[e.path.name, e.refused] for e in refused],
+                                                headers=["bundle", "why"], tablefmt="github"), ""]
+    if earlier:
+        lines += ["## Earlier formats", "", tabulate([[e.path.name, e.earlier] for e in earlier],
+                                                     headers=["bundle", "status"], tablefmt="github"), ""]
+    out.write_text("\n".join(lines))
+    return out
+
+
+def _table(listed: list[Entry], status: dict, tasks: dict[str, list[str]], manifests: dict) -> str:
+    total = sum(len(v) for v in tasks.values())
     comparable = {e.path.name: e.score for e in listed
                   if status[e.path.name] and all(v == "current" for v in status[e.path.name].values())
-                  and not e.score["run"].get("outside_rules")}
+                  and not e.score["run"].get("outside_rules") and not getattr(e, "negative_hits", None)}
     groups = {name: 1 for name in comparable}  # one comparable entry is a group of its own
     if len(comparable) > 1:
         vectors = {}
@@ -289,43 +432,23 @@ def write_leaderboard(folder: Path, out: Path) -> Path:
         gen = config["generator"]
         rules = "outside: " + "; ".join(score["run"]["outside_rules"]) if score["run"].get("outside_rules") \
             else "rules"
+        hits = getattr(e, "negative_hits", None)
+        if hits:
+            rules = "controls failed: " + "; ".join(f"{t} {i}: {what}" for t, i, what in hits[:3])
         tpk = score.get("tokens_per_kill")
+        verified = verified_record(e.path)
+        checked = f"verified {verified['date'][:10]}" if verified else e.checked
         rows.append([groups.get(e.path.name, "-"), f"{gen['name']} {gen.get('version', '')}".strip(),
                      config.get("model") or "-", _budget_cell(config), rules,
                      score["run"].get("isolation", "-"), gate_calls, f"{wall:.0f} s", targets,
                      _ci(p) if p["n"] else "-", whole, _pct(wk, wn), _pct(value, kept),
                      tpk if tpk else ("-" if config.get("model") else "0 (model-free)"),
-                     score["killbench"], e.path.name])
-    lines = ["# Leaderboard", "", "<!-- generated by `killbench leaderboard`; do not edit by hand -->", "",
-             f"{len(manifests)} benchmark targets, {total} task-set mutants. Every number below is "
-             "recomputed by `killbench leaderboard` from the bundle's own evidence (its gate records "
-             "and kill matrices); a bundle whose score.json does not follow from them, whose files "
-             "do not match their sums, or whose run is incomplete is not listed with numbers. "
-             "\"kills\" counts over the targets an entry ran, with a 95% interval; \"of the "
-             "benchmark\" counts the same kills over every target's task set (a target not run "
-             "kills nothing). \"targets\" says how many targets were scored against this "
-             "checkout's manifest of them; an entry scored against an older manifest of a target "
-             "(stale), on a target outside the benchmark, or outside the benchmark's rules is "
-             "listed but not grouped. \"budget\" is what bounded the generator, summed over its "
-             "targets; \"gate calls\" and \"generation\" are what it used.", "",
-             "Group: entries in one group are not distinguishable from the group's leader (exact "
-             "McNemar over the whole benchmark task set, Holm-corrected); ranks within a group "
-             "mean nothing.", "",
-             tabulate(rows, headers=["group", "generator", "model", "budget", "rules", "isolation",
-                                     "gate calls", "generation", "targets", "kills [95% CI]",
-                                     "of the benchmark", "transfer within fn", "value-class share",
-                                     "tokens per kill", "killbench", "bundle"],
-                      tablefmt="github"), ""]
-    refused = [e for e in entries if e.refused]
-    earlier = [e for e in entries if e.earlier]
-    if refused:
-        lines += ["## Not listed", "", tabulate([[e.path.name, e.refused] for e in refused],
-                                                headers=["bundle", "why"], tablefmt="github"), ""]
-    if earlier:
-        lines += ["## Earlier versions", "", tabulate([[e.path.name, e.earlier] for e in earlier],
-                                                      headers=["bundle", "status"], tablefmt="github"), ""]
-    out.write_text("\n".join(lines))
-    return out
+                     controls_cell(e), checked, score["killbench"], e.path.name])
+    return tabulate(rows, headers=["group", "generator", "model", "budget", "rules", "isolation",
+                                   "gate calls", "generation", "targets", "kills [95% CI]",
+                                   "of the split", "transfer within fn", "value-class share",
+                                   "tokens per kill", "controls", "checked", "killbench", "bundle"],
+                    tablefmt="github")
 
 
 STATUS = {"killed": "Killed", "survived": "Survived", "timeout": "Timeout", "invalid": "CompileError",

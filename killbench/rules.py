@@ -10,7 +10,7 @@ import tomli
 
 from .errors import UserError
 from .evidence import Budgets
-from .locations import repo_root
+from .locations import benchmark_dir
 
 RULES_FILE = "rules.toml"
 
@@ -35,7 +35,7 @@ class Rules:
 
 
 def load_rules(path: Path | None = None) -> Rules:
-    path = path or repo_root() / "manifests" / RULES_FILE
+    path = path or benchmark_dir("manifests") / RULES_FILE
     if not path.exists():
         raise UserError(f"{path}: the benchmark's run rules are missing (this installation has "
                         "no manifests directory)")

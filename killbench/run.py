@@ -36,13 +36,13 @@ from pathlib import Path
 
 from . import __version__, executor
 from .config import resolve
-from .errors import GeneratorError, KillbenchError, UserError
+from .errors import GeneratorError, HarnessError, KillbenchError, UserError
 from .evidence import (Budgets, GateEntry, GenerationSummary, GeneratorInfo, Population,
                        RunConfig, Submission, TargetConfig, load, read_jsonl, write)
 from .gate import GATE_TIMEOUT, Gate, candidate_id, source_bytes
 from .generation import CandidateTest, GenerationContext, make_task
 from .harness import default_jobs, load_or_run_baseline, workdir_for
-from .manifests import current_digest
+from .manifests import current_benchmark, current_digest
 from .models import Budget, BudgetExhausted, Transcript, check_model
 from .plugins import code_identity, load_generator
 from .population import freeze, mutant
@@ -178,7 +178,7 @@ def _test_files(target: PreparedTarget) -> list[str]:
 
 
 def _config(generator_ref, generator, model, seed, options, isolation, gate_timeout, overrides,
-            rules, target_refs) -> RunConfig:
+            rules, target_refs, split) -> RunConfig:
     outside = []
     for key, value in sorted(overrides.items()):
         if value is not None:
@@ -188,7 +188,8 @@ def _config(generator_ref, generator, model, seed, options, isolation, gate_time
     if isolation != rules.isolation:
         outside.append(f"isolation {isolation} (rules: {rules.isolation})")
     return RunConfig(
-        killbench=__version__, manifest_digest=current_digest(),
+        killbench=__version__, manifest_digest=current_digest(), benchmark=current_benchmark(),
+        split=split,
         generator=GeneratorInfo(ref=generator_ref, name=str(generator.name),
                                 version=str(generator.version),
                                 needs_model=bool(getattr(generator, "needs_model", True)),
@@ -205,7 +206,7 @@ def run_generator(generator_ref: str, target_names: list[str], *, model: str | N
                   seconds: float | None = None, seed: int = 0, out: Path | None = None,
                   jobs: int | None = None, options: dict | None = None, base_url: str | None = None,
                   no_cache: bool = False, gate_timeout: float | None = None,
-                  isolation: str | None = None) -> Path:
+                  isolation: str | None = None, split: str = "full") -> Path:
     """`killbench run`: returns the run directory (resumed when `out` holds this run)."""
     rules = load_rules()
     generator = load_generator(generator_ref, options)
@@ -227,7 +228,7 @@ def run_generator(generator_ref: str, target_names: list[str], *, model: str | N
     overrides = {"tokens per target": budget, "gate calls per target": gate_calls,
                  "seconds per target": seconds}
     config = _config(generator_ref, generator, model, seed, options, isolation, gate_timeout,
-                     overrides, rules, target_names)
+                     overrides, rules, target_names, split)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     run_path = out or Path("runs") / f"{stamp}-{generator.name}"
     resumed = (run_path / "config.json").exists()
@@ -280,10 +281,10 @@ def _write_summary(rd: RunDirectory) -> None:
     rd.write_json("summary.json", summary)
 
 
-def _population(rd: RunDirectory, target: PreparedTarget, jobs: int) -> Population:
+def _population(rd: RunDirectory, target: PreparedTarget, jobs: int, split: str) -> Population:
     """The target's population: frozen now, or as the interrupted session froze it."""
     path = rd.path / "population" / f"{target.name}.json"
-    fresh = freeze(target, jobs)
+    fresh = freeze(target, jobs, split)
     if path.exists():
         frozen = load(path, Population)
         if frozen.source != fresh.source:
@@ -360,7 +361,7 @@ def _run_target(rd: RunDirectory, config: RunConfig, spec, ref: str, generator, 
     target = prepare(spec)
     with exclusive(workdir_for(target), spec.name):
         workdir = workdir_for(target)
-        pop = _population(rd, target, jobs)
+        pop = _population(rd, target, jobs, config.split)
         baseline = load_or_run_baseline(target, workdir)
         needs_model = config.generator.needs_model
         budgets = rules.budgets(len(pop.task_set), needs_model)
@@ -398,12 +399,31 @@ def _run_target(rd: RunDirectory, config: RunConfig, spec, ref: str, generator, 
                              isolation=config.isolation) for i in range(jobs)]
         gate = Gate(sandboxes, baseline, timeout=config.gate_timeout_s)
         evals = _Evaluations(rd, gate, spec.name, mutants, budgets.gate_calls, earlier)
+        check_positive_controls(rd, gate, pop)  # before any generator or model call
         try:
             return _generate(rd, config, spec.name, generator, target, baseline, pop, tasks, texts,
                              modules, client, t_budget, budgets, evals, submitted, prior, jobs)
         finally:
             if client is not None:
                 client.close()
+
+
+def check_positive_controls(rd: RunDirectory, gate: Gate, pop: Population) -> None:
+    """Each positive control's reference test through the gate, exactly as a generator's
+    test goes; one not kept is an instrument fault and stops the run here (controls.py)."""
+    rows = pop.by_id()
+    for pc in pop.controls.get("positive", []):
+        entry = gate.check(pc["test"], mutant(rows[pc["id"]]), target=pop.target)
+        rd.append("evidence/controls.jsonl", entry.dump())
+        lost = [t for t in entry.tests if not t.kept]
+        if entry.file_reason or not entry.tests or lost:
+            why = entry.file_reason or (f"{lost[0].reason} at the {lost[0].stage} phase" if lost
+                                        else "no test was collected")
+            raise HarnessError(
+                f"instrument fault on {pop.target}: the gate did not keep the reference test "
+                f"{pc['file']} of positive control {pc['id']} ({why}). The gate cannot tell a "
+                "kill on this machine today; the run stops before any generator call. "
+                "`killbench doctor " + pop.target + "` checks the harness.")
 
 
 def _generate(rd, config, name, generator, target, baseline, pop, tasks, texts, modules, client,

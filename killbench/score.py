@@ -18,7 +18,7 @@ from .errors import UserError
 from .evidence import (GateEntry, GenerationSummary, KillMatrix, Population, RunConfig,
                        Submission, load, read_jsonl, write)
 from .harness import default_jobs, workdir_for
-from .manifests import current_digest
+from .manifests import current_benchmark, current_digest
 from .metrics import Score, run_score, target_score
 from .run import run_state
 from .scoring import KeptFile, kill_matrix
@@ -38,6 +38,8 @@ class RunRecords:
         self.config = load(run_dir / "config.json", RunConfig)
         self.submissions = read_jsonl(run_dir / "candidates.jsonl", Submission)
         self.entries = read_jsonl(run_dir / "evidence" / "gate.jsonl", GateEntry)
+        controls = run_dir / "evidence" / "controls.jsonl"
+        self.control_entries = read_jsonl(controls, GateEntry) if controls.exists() else []
         self.state = run_state(run_dir)
         self.summaries = {t: GenerationSummary.model_validate(s) for t, s in self.state["ended"].items()}
 
@@ -107,11 +109,13 @@ def compute(records: RunRecords, matrices: dict[str, KillMatrix], resamples: int
         targets[name] = target_score(pop, subs, entries, matrices[name],
                                      records.summaries.get(name), sources,
                                      complete=name in records.summaries
-                                     and not records.summaries[name].error)
+                                     and not records.summaries[name].error,
+                                     control_entries=[e for e in records.control_entries
+                                                      if e.target == name])
         del files
     score = run_score(records.config, targets, killbench=__version__,
                       manifest_digest=current_digest(), incomplete=records.incomplete(),
-                      resamples=resamples, seed=seed)
+                      resamples=resamples, seed=seed, benchmark=current_benchmark())
     from .preregister import judge, predictions
 
     dumped = score.dump()

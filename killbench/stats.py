@@ -292,6 +292,62 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
 
 
+def mcnemar_power(n: int, p1: float, p2: float, alpha: float = 0.05) -> float:
+    """Power of the exact McNemar test (as `mcnemar_exact` computes it, at level `alpha`) to
+    tell kill rates p1 and p2 apart over n paired mutants, when the two generators' kills
+    are independent given the rates (positively correlated kills give more power, so this
+    is the conservative case). Exact: the number of discordant mutants D is Binomial(n,
+    p1(1-p2) + p2(1-p1)) and, given D, one side's count is Binomial(D, share)."""
+    from scipy.stats import binom
+
+    _check_count("n", n)
+    for name, v in (("p1", p1), ("p2", p2)):
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"{name} must be a rate in [0, 1], got {v!r}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    b_rate, c_rate = p1 * (1 - p2), p2 * (1 - p1)
+    psi = b_rate + c_rate
+    if psi == 0.0:
+        return 0.0
+    share = c_rate / psi
+    power = 0.0
+    p_d = binom.pmf(np.arange(n + 1), n, psi)
+    for d in range(1, n + 1):
+        if p_d[d] < 1e-15:
+            continue
+        # the largest m with 2 * P(X <= m) < alpha, X ~ Binomial(d, 1/2): reject when the
+        # smaller side is at most m
+        m = int(binom.ppf(alpha / 2, d, 0.5))
+        while m >= 0 and 2 * binom.cdf(m, d, 0.5) >= alpha:
+            m -= 1
+        while 2 * binom.cdf(m + 1, d, 0.5) < alpha:
+            m += 1
+        if m < 0:
+            continue
+        reject = binom.cdf(m, d, share) + binom.sf(d - m - 1, d, share)
+        if 2 * m + 1 >= d + 1:  # the two tails overlap: every outcome rejects
+            reject = 1.0
+        power += p_d[d] * min(1.0, reject)
+    return float(power)
+
+
+def minimum_detectable_difference(n: int, base: float, alpha: float = 0.05, power: float = 0.8,
+                                  design_effect: float = 1.0, step: float = 0.001) -> float | None:
+    """The smallest rise d over kill rate `base` that the exact McNemar test detects with at
+    least `power` over n paired mutants, counted as n / design_effect independent ones
+    (targets are clusters). None when even a rate of 1 is not detected."""
+    if design_effect < 1.0:
+        raise ValueError(f"a design effect is at least 1, got {design_effect!r}")
+    n_eff = int(n / design_effect)
+    d = step
+    while base + d <= 1.0 + 1e-12:
+        if mcnemar_power(n_eff, base, min(1.0, base + d), alpha) >= power:
+            return round(d, 6)
+        d += step
+    return None
+
+
 def _as_kill_vector(name: str, values: Sequence[bool]) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1:

@@ -11,7 +11,7 @@ from killbench.evidence import (Budgets, GateEntry, GenerationSummary, Generator
                                 KillRow, KillRun, RunConfig, Submission, TargetConfig, TestVerdict,
                                 write)
 from killbench.gate import candidate_id
-from killbench.manifests import load_manifests, target_digest
+from killbench.manifests import current_benchmark, current_digest, load_manifests, target_digest
 from killbench.population import from_manifest
 from killbench.score import RunRecords, compute
 
@@ -53,7 +53,8 @@ def make_run(run_dir: Path, generator: str, killed: dict[str, list[str]], *, ver
                                     gate_calls=len(ids), budgets=budgets,
                                     tokens_in=100 * len(ids) if model else 0)
         journal.append({"kind": "target-end", "target": name, "summary": summary.dump()})
-    config = RunConfig(killbench="0.2.0", generator=GeneratorInfo(ref=generator, name=generator,
+    config = RunConfig(killbench="0.2.0", manifest_digest=current_digest(), benchmark=current_benchmark(),
+                       generator=GeneratorInfo(ref=generator, name=generator,
                                                                     version=version,
                                                                     needs_model=bool(model)),
                        model=model, isolation="bwrap", gate_timeout_s=60.0,

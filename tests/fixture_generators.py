@@ -185,3 +185,18 @@ class GateHog:
             GateHog.asked = i + 1
             ctx.gate(f"from basic import is_big\n\n\ndef test_{i}():\n    assert is_big({i + 11})\n", task.id)
         yield CandidateTest(KILLS_BOUNDARY, task=task.id)
+
+
+CALLS: list[str] = []
+
+
+class RecordsCalls:
+    """Writes nothing; records that generate() was called (a run stopped before it must not)."""
+
+    name = "records-calls"
+    version = "1"
+    needs_model = False
+
+    def generate(self, ctx):
+        CALLS.append(ctx.target if hasattr(ctx, "target") else "called")
+        return iter(())

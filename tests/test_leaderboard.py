@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from killbench.manifests import load_manifests
 from killbench.report import write_leaderboard
 
@@ -33,7 +35,7 @@ def _refused(text: str) -> dict[str, str]:
 
 
 HEAD = ["group", "generator", "model", "budget", "rules", "isolation", "gate calls", "generation",
-        "targets", "kills", "of the benchmark"]
+        "targets", "kills", "of the split"]
 
 
 def test_groups_over_the_whole_benchmark(tmp_path):
@@ -45,19 +47,21 @@ def test_groups_over_the_whole_benchmark(tmp_path):
     make_bundle(tmp_path, "old", {"cachetools": tasks}, source="manifest " + "0" * 64)
     make_bundle(tmp_path, "own", {"some-project": tasks[:1]})
     make_bundle(tmp_path, "loose", {"cachetools": tasks[:12]}, outside_rules=["isolation none"])
-    text = write_leaderboard(tmp_path, tmp_path / "board.md").read_text()
+    # these bundles' kills are made by hand (nothing ran): the numbers are checked against
+    # their evidence, and re-execution, which would refuse them all, is off
+    text = write_leaderboard(tmp_path, tmp_path / "board.md", reexecute=None).read_text()
     rows = {k: dict(zip(HEAD, v)) for k, v in _rows(text).items()}
     # 10 discordant mutants all one way: exact McNemar p = 2 * 0.5**10, so two groups
     assert rows["strong.tar.gz"]["group"] == "1" and rows["weak.tar.gz"]["group"] == "2"
     assert rows["strong.tar.gz"]["generator"] == "strong 7"  # the version is part of the entry
     assert rows["strong.tar.gz"]["targets"] == f"1 of {len(manifests)}"
-    assert rows["strong.tar.gz"]["of the benchmark"].startswith(f"10 / {total} ")
+    assert rows["strong.tar.gz"]["of the split"].startswith(f"10 / {total} ")
     assert rows["strong.tar.gz"]["isolation"] == "bwrap"
     assert rows["strong.tar.gz"]["gate calls"] == "10"
     assert rows["strong.tar.gz"]["budget"] == "100 gate calls, 600 s"  # model-free: no tokens
     # the stale entry killed everything, yet it is neither grouped nor counted on the benchmark
     assert rows["old.tar.gz"]["group"] == "-" and "cachetools stale" in rows["old.tar.gz"]["targets"]
-    assert rows["old.tar.gz"]["of the benchmark"] == "-"
+    assert rows["old.tar.gz"]["of the split"] == "-"
     assert rows["own.tar.gz"]["group"] == "-" and "some-project outside" in rows["own.tar.gz"]["targets"]
     # outside the rules: listed, flagged, never grouped
     assert rows["loose.tar.gz"]["group"] == "-" and rows["loose.tar.gz"]["rules"].startswith("outside")
@@ -74,13 +78,38 @@ def test_a_forged_bundle_is_not_listed(tmp_path):
     stale = tmp_path / "stale.tar.gz"
     stale.write_bytes(honest.read_bytes())
     rewrite(stale, {"bundle/score.json": lambda d: d.replace(b'"k": 2', b'"k": 9')}, resum=False)
-    text = write_leaderboard(tmp_path, tmp_path / "board.md").read_text()
+    text = write_leaderboard(tmp_path, tmp_path / "board.md", reexecute=None).read_text()
     rows, refused = _rows(text), _refused(text)
     assert set(rows) == {"honest.tar.gz"}
     assert "does not follow from its evidence" in refused["forged.tar.gz"]
     assert "does not match SHA256SUMS" in refused["stale.tar.gz"]
 
 
+@pytest.mark.slow
+def test_a_fabricated_kill_matrix_is_refused_by_re_execution(tmp_path, use_cache):
+    """Evidence made up consistently (a kill matrix and gate records claiming a kill that a
+    test which asserts nothing cannot make, score and sums recomputed) follows from itself;
+    only running it again shows it is false."""
+    tasks = sorted(load_manifests()["cachetools"]["task_set"])
+    make_bundle(tmp_path, "fabricated", {"cachetools": tasks[:1]})
+    text = write_leaderboard(tmp_path, tmp_path / "board.md", reexecute=1).read_text()
+    rows, refused = _rows(text), _refused(text)
+    assert not rows
+    assert "re-executed sample" in refused["fabricated.tar.gz"]
+
+
+def test_provenance_generated_against_other_manifests_is_refused(tmp_path):
+    tasks = sorted(load_manifests()["cachetools"]["task_set"])
+    honest = make_bundle(tmp_path, "honest", {"cachetools": tasks[:1]})
+    moved = tmp_path / "moved.tar.gz"
+    moved.write_bytes(honest.read_bytes())
+    # the config says the run started under other manifests; sums recomputed
+    rewrite(moved, {"bundle/config.json": edit_json(lambda c: c.update(manifest_digest="0" * 64))})
+    refused = _refused(write_leaderboard(tmp_path, tmp_path / "board.md", reexecute=None).read_text())
+    assert "manifests changed between generation and submission" in refused["moved.tar.gz"]
+
+
+@pytest.mark.slow
 def test_the_committed_docs_are_generated_from_the_committed_data(tmp_path):
     """docs/leaderboard.md and docs/benchmark.md are outputs: a hand edit, or a bundle or
     manifest added without regenerating them, fails here."""
@@ -89,7 +118,7 @@ def test_the_committed_docs_are_generated_from_the_committed_data(tmp_path):
     from killbench.manifests import index_of, render_benchmark_md
 
     root = Path(__file__).resolve().parent.parent
-    board = write_leaderboard(root / "submissions", tmp_path / "leaderboard.md").read_text()
+    board = write_leaderboard(root / "submissions", tmp_path / "leaderboard.md", reexecute=2).read_text()
     assert board == (root / "docs" / "leaderboard.md").read_text()
     manifests = load_manifests(root / "manifests")
     assert render_benchmark_md(index_of(manifests), manifests) == (root / "docs" / "benchmark.md").read_text()

@@ -1,0 +1,140 @@
+"""Controls: what a test can observe is the same in every phase of the gate and every run of
+scoring (the mutant is visible only through what the code does); the sealed list of
+negative controls is bound to the manifests by its commitment."""
+
+from __future__ import annotations
+
+import pytest
+
+from killbench import executor
+from killbench.controls import add_to_manifest, commitment, load_sealed
+
+BWRAP = executor.unavailable("bwrap")
+
+# Each observation's sha256, bit by bit, as the outcomes of tests: a test that passes on the
+# clean code and fails in another phase means the observation differs between the two.
+OBSERVER = '''
+import hashlib
+import os
+import resource
+import sys
+
+import pytest
+
+import basic
+
+BITS = 24
+KEYS = ["env", "argv", "cwd", "cwd-listing", "test-dir-listing", "file", "rlimits", "path"]
+
+
+def _observed():
+    basic.is_big(5)  # reach the mutated function, so scoring runs this file on its mutants
+    here = os.path.dirname(os.path.abspath(__file__))
+    limits = {n: resource.getrlimit(getattr(resource, n)) for n in dir(resource)
+              if n.startswith("RLIMIT_")}
+    return {"env": sorted(os.environ.items()), "argv": list(sys.argv), "cwd": os.getcwd(),
+            "cwd-listing": sorted(os.listdir(os.getcwd())), "test-dir-listing": sorted(os.listdir(here)),
+            "file": __file__, "rlimits": sorted(limits.items()), "path": list(sys.path)}
+
+
+@pytest.mark.parametrize("bit", range(BITS))
+@pytest.mark.parametrize("key", KEYS)
+def test_bit_is_zero(key, bit):
+    digest = int.from_bytes(hashlib.sha256(repr(_observed()[key]).encode()).digest()[:4], "big")
+    assert not (digest >> bit) & 1
+'''
+
+SAME_AS_CLEAN = ("neutral", "mutant", "mutant-disguised")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(BWRAP), reason=f"bubblewrap isolation unavailable: {BWRAP}")
+def test_a_test_observes_the_same_environment_in_every_phase_and_run(fixture_target, use_cache):
+    from killbench.config import resolve
+    from killbench.gate import CLEAN, Gate
+    from killbench.harness import load_or_run_baseline, workdir_for
+    from killbench.population import freeze, mutant
+    from killbench.sandbox import Sandbox
+    from killbench.scoring import KeptFile, kill_matrix
+    from killbench.targets import prepare
+
+    target = prepare(resolve(str(fixture_target("basic"))))
+    workdir = workdir_for(target)
+    baseline = load_or_run_baseline(target, workdir)
+    pop = freeze(target, jobs=2)
+    rows = pop.by_id()
+    task = next(i for i in pop.task_set if rows[i].function == "is_big")
+    sb = Sandbox(target, workdir / "sandboxes" / "observer", trusted=False, isolation="bwrap")
+    entry = Gate([sb], baseline).check(OBSERVER, mutant(rows[task]), target=target.name)
+    phases = {p.phase: p for p in entry.phases}
+    alive = [n for n, o in phases[CLEAN].tests.items() if o.status == "passed"]
+    # about half the bits are 0: enough tests ran past the clean phase to see a difference
+    assert len(alive) > 60, entry.message
+    for phase in SAME_AS_CLEAN:
+        differ = sorted(n.split("[", 1)[1].rstrip("]").rsplit("-", 1)[0] for n in alive
+                        if phases[phase].tests.get(n) is None or phases[phase].tests[n].status != "passed")
+        assert not differ, f"the {phase} phase shows a test other {sorted(set(differ))} than the clean phase"
+    assert not [t for t in entry.tests if t.kept]
+    # scoring: the same file against every mutant its tests reach, and the clean run
+    matrix = kill_matrix(target, pop, [KeptFile(entry.candidate, OBSERVER, alive, task)], jobs=2,
+                         workdir=workdir, isolation="bwrap")
+    assert matrix.runs, "the observer reaches is_big: scoring must run it on is_big's mutants"
+    assert {row.clean for row in matrix.rows} == {"passed"}
+    for run in matrix.runs:
+        differ = sorted(k for k, v in run.cells.items() if v != "passed")
+        assert not differ, f"mutant {run.mutant}: scoring shows the test other {differ[:3]}"
+
+
+def test_the_sealed_list_must_match_the_commitment(tmp_path, monkeypatch):
+    import json
+
+    salt = "s" * 40
+    manifest = {"target": {"name": "t"}, "task_set": ["a", "b", "c"], "splits": {"full": ["a", "b", "c"],
+                                                                              "lite": ["a"]},
+                "mutants": [{"id": i, "covered_by": ["x::y"], "verdict": "survived"} for i in "abc"]
+                + [{"id": "k", "covered_by": ["x::y"], "verdict": "killed"}]}
+    sealed = add_to_manifest(manifest, salt, ["b", "c"], [{"id": "k", "file": "test_k.py",
+                                                             "test": "def test_k(): pass\n"}], "c")
+    assert sealed["controls"]["negative"] == {"count": 2, "commitment": commitment(salt, ["c", "b"])}
+    assert sealed["splits"]["lite"] == ["a", "c"] and "controls" not in manifest
+    path = tmp_path / "controls.json"
+    monkeypatch.setenv("KILLBENCH_CONTROLS", str(path))
+    path.write_text(json.dumps({"benchmark": "9", "salt": salt, "negative": {"t": [{"id": "b"}, {"id": "c"}]}}))
+    assert load_sealed("9", {"t": sealed}).ids("t") == {"b", "c"}
+    # a list with one control swapped for another task no longer matches what was published
+    path.write_text(json.dumps({"benchmark": "9", "salt": salt, "negative": {"t": [{"id": "a"}, {"id": "c"}]}}))
+    from killbench.errors import HarnessError
+
+    with pytest.raises(HarnessError, match="commitment"):
+        load_sealed("9", {"t": sealed})
+    with pytest.raises(Exception, match="not a task"):
+        add_to_manifest(manifest, salt, ["zz"], [], None)
+    with pytest.raises(Exception, match="not a mutant the suite kills"):
+        add_to_manifest(manifest, salt, ["b"], [{"id": "a", "file": "f", "test": ""}], None)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(BWRAP), reason=f"bubblewrap isolation unavailable: {BWRAP}")
+def test_a_gate_that_skips_the_mutant_stops_the_run_before_any_generator_call(use_cache, tmp_path,
+                                                                               monkeypatch):
+    """The mutant phases made no-ops (the mutant's file never written): every reference test
+    passes "on the mutant", the positive controls are lost, and the run stops at once."""
+    from killbench.errors import HarnessError
+    from killbench.gate import Gate
+    from killbench.manifests import load_manifests
+    from killbench.run import run_generator
+
+    import fixture_generators
+
+    assert load_manifests()["cachetools"]["controls"]["positive"], "cachetools has positive controls"
+    monkeypatch.setattr(Gate, "_content", staticmethod(lambda phase, original, mutant, rng: None))
+    fixture_generators.CALLS.clear()
+    out = tmp_path / "run"
+    with pytest.raises(HarnessError, match="instrument fault on cachetools"):
+        run_generator("fixture_generators:RecordsCalls", ["cachetools"], out=out, jobs=2)
+    assert fixture_generators.CALLS == []
+    import json
+
+    recorded = [json.loads(line) for line in (out / "evidence" / "controls.jsonl").read_text().splitlines()]
+    assert recorded and not any(t["kept"] for e in recorded for t in e["tests"])
+    assert {t["reason"] for e in recorded for t in e["tests"]} == {"did-not-detect"}
