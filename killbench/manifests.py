@@ -432,6 +432,61 @@ def fresh_cache():
                 os.environ["KILLBENCH_CACHE"] = old
 
 
+def check_draw(manifest: dict, enumerated: dict[str, Candidate] | None = None,
+               reaches: dict | None = None) -> list[str]:
+    """The task set and the held-out population re-derived from the manifest's own records
+    by the pre-registered rules; the differences (a task swapped, a survivor dropped, a
+    role edited). With the fresh enumeration and reachability of the target, also that no
+    eligible mutant ranked before the last task is missing from the records."""
+    settings = BuildSettings.from_dict(manifest["build"])
+    name = manifest["target"]["name"]
+    quota, cap = settings.tasks_per_target, settings.cap(settings.tasks_per_target)
+    drawn = sorted((r for r in manifest["mutants"] if r["role"] in (DRAW, CAPPED, SURPLUS)),
+                   key=lambda r: _rank(settings.seed, r["id"]))
+    per_fn: Counter = Counter()
+    tasks, problems = [], []
+    for r in drawn:
+        fn = r["function"] or "<module>"
+        if len(tasks) >= quota:
+            want = SURPLUS
+        elif per_fn[fn] >= cap:
+            want = CAPPED
+        else:
+            want = DRAW
+            if is_task(r["verdict"], r["reachable"], r["unkillable"]):
+                tasks.append(r["id"])
+                per_fn[fn] += 1
+        if r["role"] != want:
+            problems.append(f"{name} {r['id']}: role {r['role']}, the draw's rules give {want}")
+    if sorted(tasks) != sorted(manifest["task_set"]):
+        problems.append(f"{name}: the task set is not the draw's survivors in seeded order "
+                        f"({len(set(tasks) ^ set(manifest['task_set']))} ids differ)")
+    if enumerated is not None and reaches is not None:
+        # replay the draw over the whole enumeration: an eligible mutant missing from the
+        # records must have been skipped because its function was already full
+        recorded = {r["id"] for r in manifest["mutants"]}
+        task_ids = set(tasks)
+        eligible = sorted((i for i, c in enumerated.items()
+                           if c.mutant.operator in manifest["operators"]["default"] and c.compiles
+                           and not c.mutant.unkillable and reaches[i].reachable),
+                          key=lambda i: _rank(settings.seed, i))
+        counts: Counter = Counter()
+        found = 0
+        for i in eligible:
+            if found >= quota:
+                break
+            fn = enumerated[i].mutant.function or "<module>"
+            if i not in recorded:
+                if counts[fn] < cap:
+                    problems.append(f"{name} {i} ({fn}): eligible, its function not full, yet "
+                                    "not in the records")
+                continue
+            if i in task_ids:
+                counts[fn] += 1
+                found += 1
+    return problems
+
+
 def verify_manifest(spec: TargetSpec, manifest: dict, sample: int, seed: int, jobs: int) -> list[str]:
     """Re-run a seeded sample of the manifest's mutants from scratch; the differences."""
     from .harness import run_mutants
@@ -454,8 +509,12 @@ def verify_manifest(spec: TargetSpec, manifest: dict, sample: int, seed: int, jo
         for rec in picked:
             m = Mutant(**{k: rec[k] for k in names})
             cands[m.id] = Candidate(m, compiles=rec["verdict"] != "invalid")
+        settings = BuildSettings.from_dict(manifest["build"])
+        everything = {c.mutant.id: c for c in enumerate_target(
+            target, tuple(default_operators()) + tuple(held_out_operators()), settings.categories)}
+        problems = check_draw(manifest, everything, reach_all(target, baseline, list(everything.values())))
         reaches = reach_all(target, baseline, list(cands.values()))
-        problems = []
+
         todo = []
         from .harness import decided_without_run
         outcomes = {}
@@ -470,6 +529,11 @@ def verify_manifest(spec: TargetSpec, manifest: dict, sample: int, seed: int, jo
         for rec in picked:
             i = rec["id"]
             got_v, got_r = outcomes[i].verdict, reaches[i].reachable
+            fresh = everything.get(i)
+            if fresh is None or fresh.mutant.unkillable != rec["unkillable"]:
+                problems.append(f"{spec.name} {i}: enumerated now as "
+                                f"{'absent' if fresh is None else fresh.mutant.unkillable or 'behavioural'}, "
+                                f"the manifest says {rec['unkillable'] or 'behavioural'}")
             if got_v != rec["verdict"] or got_r != rec["reachable"]:
                 problems.append(f"{spec.name} {i} {rec['path']}:{rec['line']} {rec['operator']}: "
                                 f"manifest {rec['verdict']}/{'reachable' if rec['reachable'] else 'unreached'}, "

@@ -91,3 +91,37 @@ def test_survivor_places_split_every_sampled_survivor_once():
     ]}
     c = survivor_places(m)
     assert dict(c) == {"run by a test": 1, "import only": 2, "unreached": 1, "unkillable": 1}
+
+
+def test_the_draw_is_re_derived_from_the_records():
+    """check_draw replays the pre-registered draw over a manifest's records: an edited role
+    or a task swapped for another survivor is named."""
+    from killbench.manifests import _rank, check_draw
+
+    s = BuildSettings(seed=7, tasks_per_target=2, max_function_share=0.5)
+
+    def rec(i, fn, verdict="survived"):
+        return {"id": i, "function": fn, "verdict": verdict, "reachable": True, "unkillable": None}
+    rows = [rec("a", "f"), rec("b", "f"), rec("c", "f", "killed"), rec("d", "g"), rec("e", "g"),
+            rec("h", "h")]
+    order = sorted(rows, key=lambda r: _rank(7, r["id"]))
+    tasks, per, roles = [], {}, {}
+    for r in order:  # the rules, written out once more by hand
+        if len(tasks) >= 2:
+            roles[r["id"]] = "surplus"
+        elif per.get(r["function"], 0) >= 1:
+            roles[r["id"]] = "capped"
+        else:
+            roles[r["id"]] = "sample"
+            if r["verdict"] == "survived":
+                tasks.append(r["id"])
+                per[r["function"]] = per.get(r["function"], 0) + 1
+    m = {"build": s.to_dict(), "target": {"name": "t"}, "task_set": sorted(tasks),
+         "mutants": [dict(r, role=roles[r["id"]]) for r in rows]}
+    assert check_draw(m) == []
+    other = next(r["id"] for r in rows if r["verdict"] == "survived" and r["id"] not in tasks)
+    swapped = dict(m, task_set=sorted([tasks[0], other]))
+    assert any("not the draw's survivors" in p for p in check_draw(swapped))
+    assert set(roles.values()) != {"sample"}  # the example has capped or surplus mutants
+    edited = dict(m, mutants=[dict(r, role="sample") for r in m["mutants"]])
+    assert any("the draw's rules give" in p for p in check_draw(edited))
