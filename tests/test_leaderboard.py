@@ -122,3 +122,30 @@ def test_the_committed_docs_are_generated_from_the_committed_data(tmp_path):
     assert board == (root / "docs" / "leaderboard.md").read_text()
     manifests = load_manifests(root / "manifests")
     assert render_benchmark_md(index_of(manifests), manifests) == (root / "docs" / "benchmark.md").read_text()
+
+
+def test_cite_prints_the_block_of_a_verified_bundle_only(tmp_path):
+    from killbench.cite import citation, write_record
+    from killbench.errors import UserError
+    from killbench.manifests import current_benchmark, current_digest
+    from killbench.score import load_score
+
+    tasks = sorted(load_manifests()["cachetools"]["task_set"])
+    b = make_bundle(tmp_path, "cited", {"cachetools": tasks[:2]})
+    with pytest.raises(UserError, match="no verify record"):
+        citation(b)
+    score = load_score(tmp_path / "run-cited" / "score.json")
+    write_record(b, ["a difference"], score)  # a verify that failed is no verification
+    with pytest.raises(UserError, match="did not pass"):
+        citation(b)
+    write_record(b, [], score)
+    plain, bib = citation(b)
+    import hashlib
+
+    sha = hashlib.sha256(b.read_bytes()).hexdigest()
+    assert f"benchmark {current_benchmark()}" in plain and current_digest() in plain
+    assert sha in plain and sha in bib and "full split" in plain
+    assert bib.startswith("@misc{") and f"2 / {len(tasks)}" in plain
+    b.write_bytes(b.read_bytes() + b"\0")  # other bytes than the ones verified
+    with pytest.raises(UserError, match="names other bytes"):
+        citation(b)
