@@ -145,7 +145,8 @@ def classify(node: ast.AST, parent: dict, annotation_kind: str | None, operator:
             return TYPE_CHECKING_GUARD
     constant = isinstance(node, ast.Constant)
     text = constant and isinstance(node.value, (str, bytes))
-    child, anc = node, parent.get(node)
+    # the statement itself (a deleted `__all__.append(...)`, `__all__ += [...]`), then upwards
+    child, anc = None, node
     while anc is not None:
         if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             break  # the rules below are about the statement or call holding the mutant

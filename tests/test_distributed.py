@@ -14,7 +14,8 @@ import pytest
 
 from killbench.errors import ExitCode, HarnessError, TargetError
 
-BUILD_TOML = "seed = 3\nmax_mutants = 12\nmax_held_out_family = 5\nheldout_minimum = 5\ntimeout_floor = 4.0\n"
+BUILD_TOML = ("schema = 2\nseed = 3\ntasks_per_target = 4\nmax_function_share = 0.5\nheld_out_per_target = 5\n"
+              "lite_per_target = 2\ntimeout_floor = 4.0\n")
 
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:

@@ -114,15 +114,25 @@ def test_annotations_under_future_import_are_unkillable():
                        '"C"': UNKILLABLE_LOCAL_ANNOTATION, '"d"': None}
 
 
-def test_evaluated_annotations_stay_killable():
-    ms = mutants('def f(x: "A") -> "B":\n    return x\n', ["string-constant"])
-    assert [c.mutant.unkillable for c in ms] == [None, None]
+def test_evaluated_annotations_are_non_behavioural_unless_switched_off():
+    from killbench.mutate import enumerate_file
+
+    src = 'def f(x: "A") -> "B":\n    return x\n'
+    ms = mutants(src, ["string-constant"])
+    assert [c.mutant.unkillable for c in ms] == ["non-behavioural: annotation"] * 2
+    off = list(enumerate_file("m.py", src, ["string-constant"], non_behavioural=frozenset()))
+    assert [c.mutant.unkillable for c in off] == [None, None]
 
 
 def test_identical_bytecode_is_unkillable():
     # a bare string statement is dropped by the compiler: the mutant cannot change anything
-    ms = mutants('def f():\n    x = 1\n    "not a docstring"\n    return x\n', ["string-constant"])
-    assert [c.mutant.unkillable for c in ms] == [UNKILLABLE_IDENTICAL]
+    # (with the non-behavioural rules on, it is set aside as a docstring before compiling)
+    src = 'def f():\n    x = 1\n    "not a docstring"\n    return x\n'
+    assert [c.mutant.unkillable for c in mutants(src, ["string-constant"])] == ["non-behavioural: docstring"]
+    from killbench.mutate import enumerate_file
+
+    off = list(enumerate_file("m.py", src, ["string-constant"], non_behavioural=frozenset()))
+    assert [c.mutant.unkillable for c in off] == [UNKILLABLE_IDENTICAL]
 
 
 def test_token_merge_is_reported_invalid_not_dropped():
