@@ -52,7 +52,8 @@ def main() -> None:
     for name in sorted(new):
         target = prepare(resolve(name))
         reasons = {c.mutant.id: c.mutant.unkillable
-                   for c in enumerate_target(target, tuple(default_operators()) + tuple(held_out_operators()))}
+                   for c in enumerate_target(target, default_operators())
+                   + enumerate_target(target, held_out_operators())}
         old = old_manifest(args.old_commit, name)
         by_old = {r["id"]: r for r in old["mutants"]}
         by_new = {r["id"]: r for r in new[name]["mutants"]}

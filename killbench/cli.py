@@ -178,9 +178,11 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True) ->
 @click.option("--warm/--no-warm", default=True, show_default=True,
               help="Run mutants in a warm runner (the suite collected once, each mutant in a "
                    "forked child); --no-warm runs every mutant in a fresh pytest process.")
+@click.option("--dry-run", is_flag=True,
+              help="Count the mutants by operator, file and what would happen to them; run nothing.")
 @_scheduler_option
 def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_floor, warm,
-           scheduler) -> None:
+           dry_run, scheduler) -> None:
     """Run each TARGET's own suite against every mutant (pin names or project directories)."""
     from .config import resolve
     from .errors import UserError
@@ -198,6 +200,13 @@ def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_f
         if spec.name in specs:
             raise UserError(f"two targets are named {spec.name!r}; give each once")
         specs[spec.name] = spec
+    if dry_run:
+        from .show import dry_run as count
+        from .targets import prepare
+
+        for spec in specs.values():
+            click.echo(count(prepare(spec), ops))
+        return
     several = len(specs) > 1
     if json_path and (json_path.is_dir() if not several else json_path.is_file()):
         raise UserError(f"--json {json_path}: give a file for one target, a directory for several")
@@ -632,6 +641,18 @@ def manifests_verify(targets, sample, seed, jobs) -> None:
             click.echo(f"  - {d}")
         problems += diffs
     sys.exit(int(ExitCode.CHECK_FAILED) if problems else 0)
+
+
+@main.command()
+@click.argument("target")
+@click.argument("mutant_id")
+def show(target, mutant_id) -> None:
+    """One mutant of TARGET: its diff, and what the target's suite did with it."""
+    from .config import resolve
+    from .show import describe
+    from .targets import prepare
+
+    click.echo(describe(prepare(resolve(target)), mutant_id))
 
 
 @main.command()

@@ -510,8 +510,9 @@ def verify_manifest(spec: TargetSpec, manifest: dict, sample: int, seed: int, jo
             m = Mutant(**{k: rec[k] for k in names})
             cands[m.id] = Candidate(m, compiles=rec["verdict"] != "invalid")
         settings = BuildSettings.from_dict(manifest["build"])
-        everything = {c.mutant.id: c for c in enumerate_target(
-            target, tuple(default_operators()) + tuple(held_out_operators()), settings.categories)}
+        everything = {c.mutant.id: c for c in enumerate_target(target, default_operators(),
+                                                               settings.categories)
+                      + enumerate_target(target, held_out_operators(), settings.categories)}
         problems = check_draw(manifest, everything, reach_all(target, baseline, list(everything.values())))
         reaches = reach_all(target, baseline, list(cands.values()))
 

@@ -24,6 +24,8 @@ UNKILLABLE_TYPE_CHECKING = "inside `if TYPE_CHECKING:` (never runs)"
 UNKILLABLE_FUTURE_ANNOTATION = "annotation never evaluated (from __future__ import annotations)"
 UNKILLABLE_LOCAL_ANNOTATION = "local variable annotation (never evaluated)"
 UNKILLABLE_IDENTICAL = "identical bytecode"
+UNKILLABLE_PRAGMA = "excluded by `# pragma: no mutate` on its line"
+PRAGMA = "pragma: no mutate"
 
 
 def default_operators() -> tuple[str, ...]:
@@ -178,6 +180,7 @@ def enumerate_file(path: str, text: str, operators: Iterable[str] | None = None,
     src = Source(text)
     tree = ast.parse(src.data, filename=path)
     ctx = _Context(tree, frozenset(non_behavioural))
+    ctx.pragma_lines = _pragma_lines(src.data)
     original_code = _compile(src.data, path)
     file_sha = hashlib.sha256(src.data).hexdigest()
     seen: set[tuple] = set()
@@ -195,11 +198,26 @@ def enumerate_file(path: str, text: str, operators: Iterable[str] | None = None,
             yield _candidate(path, src, ctx, original_code, file_sha, p)
 
 
+def _pragma_lines(data: bytes) -> set[int]:
+    """Lines whose comment says `pragma: no mutate` (a project's own opt-out, as in mutmut)."""
+    import io
+    import tokenize
+
+    lines = set()
+    try:
+        for tok in tokenize.tokenize(io.BytesIO(data).readline):
+            if tok.type == tokenize.COMMENT and PRAGMA in tok.string:
+                lines.add(tok.start[0])
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return lines
+
+
 def _candidate(path, src: Source, ctx: _Context, original_code, file_sha, p: Proposal) -> Candidate:
     line, col = src.line_col(p.start)
     end_line, end_col = src.line_col(p.end)
     mutated = src.data[:p.start] + p.replacement.encode("utf-8") + src.data[p.end:]
-    reason = ctx.unkillable(p.node) or ctx.behaviour(p.node, p.operator)
+    reason = UNKILLABLE_PRAGMA if line in getattr(ctx, "pragma_lines", ()) else ctx.unkillable(p.node) or ctx.behaviour(p.node, p.operator)
     compiles, error = True, None
     try:
         code = _compile(mutated, path)
