@@ -180,9 +180,12 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True) ->
                    "forked child); --no-warm runs every mutant in a fresh pytest process.")
 @click.option("--dry-run", is_flag=True,
               help="Count the mutants by operator, file and what would happen to them; run nothing.")
+@click.option("--fail-under", type=click.FloatRange(min=0, max=100), default=None, metavar="PCT",
+              help="Exit 1 when a target's mutation score (killed of the killable mutants run) is "
+                   "below PCT percent: a threshold for CI.")
 @_scheduler_option
 def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_floor, warm,
-           dry_run, scheduler) -> None:
+           dry_run, fail_under, scheduler) -> None:
     """Run each TARGET's own suite against every mutant (pin names or project directories)."""
     from .config import resolve
     from .errors import UserError
@@ -217,6 +220,7 @@ def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_f
                                     "show_progress": not scheduler})
              for name, spec in specs.items()}
     failed = []
+    below = []
 
     def on_result(name, report, error):
         if error is not None:
@@ -224,6 +228,10 @@ def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_f
             failed.append(error)
             return
         click.echo(report["text"])
+        sc = report["json"]["summary"]["score"]
+        pct = 100.0 * sc["killed"] / sc["of"] if sc["of"] else 100.0
+        if fail_under is not None and pct < fail_under:
+            below.append(f"{name}: mutation score {pct:.1f}% is below --fail-under {fail_under:g}%")
         if json_path:
             path = json_path / f"{name}.json" if several else json_path
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -235,6 +243,10 @@ def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_f
         if several:
             click.echo(f"failed: {len(failed)} of {len(specs)} targets", err=True)
         sys.exit(int(failed[0].exit_code))
+    if below:
+        for line in below:
+            click.echo(f"killbench: {line}", err=True)
+        sys.exit(int(ExitCode.CHECK_FAILED))
 
 
 @main.command()

@@ -46,6 +46,13 @@ def test_dry_run_and_show_on_a_local_project(fixture_target, use_cache, tmp_path
     assert "--- a/" in p.stdout and "+++ b/" in p.stdout
     p = _cli("show", str(project), "ffffffffffffffff", env=env)
     assert p.returncode == ExitCode.USER_ERROR and "has no mutant" in p.stderr
+    # the journal of the run above answers at once: a threshold above the score fails CI
+    score = json.loads(out.read_text())["summary"]["score"]
+    pct = 100 * score["killed"] / score["of"]
+    assert 0 < pct < 100
+    assert _cli("mutate", str(project), "--fail-under", f"{pct - 1:.2f}", env=env).returncode == 0
+    p = _cli("mutate", str(project), "--fail-under", f"{pct + 1:.2f}", env=env)
+    assert p.returncode == ExitCode.CHECK_FAILED and "below --fail-under" in p.stderr
 
 
 @pytest.mark.slow
