@@ -170,10 +170,17 @@ def _write_coverage():
         json.dump(out, fh, sort_keys=True)
 
 
+_INHERITED = []
+
+
 def _reset(config):
     """A forked child of the warm runner: this job's configuration and a report of its own;
-    nothing of the parent's run is carried over."""
+    nothing of the parent's run is carried over. The parent's open report file is kept
+    referenced, never finalized here: dropping it would close an unclosed file inside the
+    child, and the ResourceWarning that raises is, under a suite's `filterwarnings = error`,
+    a failure of the next test (a kill that no mutant made). The child ends with os._exit."""
     global _CONFIG, _REPORT, _EXC, _COV
+    _INHERITED.extend(x for x in (_REPORT, _COV) if x is not None)
     _CONFIG, _REPORT, _EXC, _COV = config, None, {}, None
 
 
