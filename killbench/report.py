@@ -28,7 +28,9 @@ def _load(run_dir: Path) -> dict:
 def _label(score: dict) -> str:
     g = score["run"]["generator"]
     m = score["run"].get("model")
-    return f"{g['name']} {g.get('version', '')}".strip() + (f" / {m}" if m else "")
+    split = score.get("split")
+    return (f"{g['name']} {g.get('version', '')}".strip() + (f" / {m}" if m else "")
+            + (f" [{split}]" if split and split != "full" else ""))
 
 
 def _pct(k, n) -> str:
@@ -51,23 +53,40 @@ def _plots(scores: list[dict], labels: list[str], out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     names = []
-    # 1. forest plot: pooled kill rate per generator with its interval, targets as dots
-    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.6 * len(scores)))
+    # 1. forest plot: pooled kill rate per generator with its interval, each target a marker
+    #    of its own (the legend names them); the axis is scaled to the data
+    import itertools
+
+    targets = sorted({n for s in scores for n in s["targets"]})
+    colors = plt.get_cmap("tab20")
+    markers = itertools.cycle("os^vD<>ph*X")
+    style = {n: (colors(i % 20), next(markers)) for i, n in enumerate(targets)}
+    fig, ax = plt.subplots(figsize=(8, 1.8 + 0.7 * len(scores)))
+    top = 0.05
+    seen = set()
     for i, s in enumerate(scores):
         p = s.get("pooled_kills")
         if p:
             ax.errorbar(p["estimate"], i, xerr=[[p["estimate"] - p["low"]], [p["high"] - p["estimate"]]],
-                        fmt="o", color="black", capsize=4)
-        for t in s["targets"].values():
+                        fmt="o", color="black", capsize=4, zorder=3)
+            top = max(top, p["high"])
+        for j, (name, t) in enumerate(sorted(s["targets"].items())):
             k, n = t["kills"]["k"], t["kills"]["n"]
             if n:
-                ax.plot(k / n, i + 0.15, ".", color="tab:blue", alpha=0.6)
+                color, marker = style[name]
+                ax.plot(k / n, i + 0.22, marker, color=color, alpha=0.8, markersize=5,
+                        label=name if name not in seen else None)
+                seen.add(name)
+                top = max(top, k / n)
     ax.set_yticks(range(len(scores)), labels)
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("kill rate on the task set (dot: one target; bar: pooled, 95% cluster bootstrap)")
-    ax.invert_yaxis()
+    ax.set_xlim(0, min(1.0, top * 1.15 + 0.02))
+    ax.set_ylim(len(scores) - 0.4, -0.6)
+    ax.set_xlabel("kill rate on the task set\n(black: pooled over targets, 95% cluster bootstrap; "
+                  "markers: one target each)")
+    if seen:
+        ax.legend(fontsize=7, ncol=2, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     fig.tight_layout()
-    fig.savefig(out / "kill_rate.png", dpi=120)
+    fig.savefig(out / "kill_rate.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     names.append("kill_rate.png")
     # 2. funnel
@@ -106,17 +125,26 @@ def _plots(scores: list[dict], labels: list[str], out: Path) -> list[str]:
     fig.savefig(out / "transfer_by_class.png", dpi=120)
     plt.close(fig)
     names.append("transfer_by_class.png")
-    # 4. kills vs tokens
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for s, label in zip(scores, labels):
-        p = s.get("pooled_kills") or {"k": 0}
-        ax.scatter(_tokens(s), p["k"], s=40)
-        ax.annotate(label, (_tokens(s), p["k"]), fontsize=8, xytext=(4, 4), textcoords="offset points")
-    ax.set_xlabel("tokens spent (in + out)")
-    ax.set_ylabel("task-set mutants killed")
+    # 4. kill rate against tokens: rates (entries may have task sets of different sizes),
+    #    with their intervals; a model-free generator sits at 0 tokens on a symlog axis
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (s, label) in enumerate(zip(scores, labels)):
+        p = s.get("pooled_kills")
+        if not p or not p["n"]:
+            continue
+        x = _tokens(s)
+        ax.errorbar(x, p["estimate"], yerr=[[p["estimate"] - p["low"]], [p["high"] - p["estimate"]]],
+                    fmt="o", capsize=3)
+        ax.annotate(f"{label} ({p['k']}/{p['n']})", (x, p["estimate"]), fontsize=7,
+                    xytext=(6, 8 if i % 2 == 0 else -12), textcoords="offset points")
+    ax.set_xscale("symlog", linthresh=1000)
+    ax.set_xlim(left=0, right=max([10_000] + [3 * _tokens(s) for s in scores]))
+    ax.set_xlabel("tokens spent, all targets (in + out; symlog)")
+    ax.set_ylabel("kill rate on the task set (pooled)")
+    ax.set_ylim(bottom=0)
     ax.set_title("kills against cost")
     fig.tight_layout()
-    fig.savefig(out / "kills_vs_tokens.png", dpi=120)
+    fig.savefig(out / "kills_vs_tokens.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     names.append("kills_vs_tokens.png")
     return names
@@ -129,6 +157,9 @@ def write_report(run_dirs: list[Path], out: Path) -> Path:
     digests = {s.get("manifest_digest") for s in scores}
     lines = ["# killbench report", "",
              f"killbench {scores[0]['killbench']} · manifest digest(s) {', '.join(map(str, sorted(map(str, digests))))}", ""]
+    if len(digests) > 1 or len({s.get("split", "full") for s in scores}) > 1:
+        lines += ["**Warning: these runs were scored on different manifests or splits; their "
+                  "kill rates are not over the same tasks and are not comparable.**", ""]
     from .render import budget_text
 
     rows = []
