@@ -15,6 +15,8 @@ rules and the judgment behind each are in docs/benchmark.md.
 from __future__ import annotations
 
 import ast
+import builtins
+import re
 
 PREFIX = "non-behavioural: "
 
@@ -45,6 +47,17 @@ METADATA_NAMES = frozenset({
     "__docformat__", "__contact__", "__homepage__", "__date__", "__doc__"})
 TYPE_VARIABLE_FACTORIES = frozenset({"TypeVar", "ParamSpec", "TypeVarTuple", "NewType"})
 HELP_KEYWORDS = frozenset({"help", "description", "epilog", "usage", "doc"})
+# the calls whose help= / description= / doc= text is documentation (argparse, click, face,
+# property); the same keyword on any other call may be data
+HELP_CALLS = frozenset({"add_argument", "add_parser", "add_argument_group", "add_subparsers",
+                        "add_mutually_exclusive_group", "ArgumentParser", "option", "argument",
+                        "command", "group", "Option", "Argument", "Command", "Flag", "add",
+                        "property"})
+_EXCEPTION_NAME = re.compile(r"^_?[A-Z]\w*(Error|Exception|Warning|Failure|Fault|Exit)$")
+# class bodies whose annotations make behaviour (fields of a dataclass, a NamedTuple, ...)
+FIELD_DECORATORS = frozenset({"dataclass", "dataclasses", "define", "frozen", "attrs", "s",
+                              "mutable", "dataclass_transform"})
+FIELD_BASES = frozenset({"NamedTuple", "TypedDict", "BaseModel", "Struct", "Protocol"})
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical",
                          "fatal", "log"})
 FORMAT_METHODS = frozenset({"format", "join"})
@@ -66,8 +79,23 @@ def _name(node: ast.AST) -> str | None:
     return None
 
 
+def _is_exception_class(func: ast.AST) -> bool:
+    """A callee that names an exception class: a builtin one, or a CapWords name ending in
+    Error, Exception, Warning, ... (`self.make_error` is a factory, not a class)."""
+    name = _name(func)
+    if name is None:
+        return False
+    obj = getattr(builtins, name, None)
+    if isinstance(obj, type) and issubclass(obj, BaseException):
+        return True
+    return bool(_EXCEPTION_NAME.match(name))
+
+
 def _is_logger(node: ast.AST) -> bool:
-    """A receiver named like a logger: logging, log, logger, self._logger, LOG, ..."""
+    """A receiver named like a logger: logging, log, logger, self._logger, LOG, a
+    getLogger(...) call, ..."""
+    if isinstance(node, ast.Call) and _name(node.func) == "getLogger":
+        return True
     name = _name(node)
     if name is None:
         return False
@@ -75,12 +103,20 @@ def _is_logger(node: ast.AST) -> bool:
     return low in ("logging", "log", "logger") or low.endswith("logger") or low.endswith("_log")
 
 
-def _message_args(call: ast.Call) -> list[ast.AST]:
+def _message_args(call: ast.Call, parent: dict) -> list[ast.AST]:
     """The arguments of a call that only word a message, or [] when it is no message call."""
     func = call.func
     name = _name(func)
     if name == "warn" and (isinstance(func, ast.Name) or _name(getattr(func, "value", None)) == "warnings"):
         return call.args[:1] + [k.value for k in call.keywords if k.arg == "message"]
+    if _is_exception_class(func) and call.args:
+        # the message of an exception constructed to be raised or warned: its first
+        # positional argument only (others are data: OSError's filename, a field name)
+        up = parent.get(call)
+        if isinstance(up, ast.Raise) and up.exc is call:
+            return call.args[:1]
+        if isinstance(up, ast.Call) and _name(up.func) == "warn" and up.args and up.args[0] is call:
+            return call.args[:1]
     if isinstance(func, ast.Attribute) and name in LOG_METHODS and _is_logger(func.value):
         args = call.args[1:] if name == "log" else call.args
         return list(args) + [k.value for k in call.keywords if k.arg == "msg"]
@@ -91,7 +127,7 @@ def _is_formatting(node: ast.AST) -> bool:
     """Nodes a message is built from: concatenation, %-formatting, str.format, join, tuples."""
     if isinstance(node, ast.BinOp):
         return isinstance(node.op, (ast.Add, ast.Mod))
-    if isinstance(node, (ast.Tuple, ast.List, ast.Dict, ast.JoinedStr, ast.FormattedValue)):
+    if isinstance(node, (ast.Tuple, ast.List, ast.JoinedStr, ast.FormattedValue)):
         return True
     if isinstance(node, ast.Call):
         return isinstance(node.func, ast.Attribute) and node.func.attr in FORMAT_METHODS
@@ -108,15 +144,13 @@ def _message_text(node: ast.AST, parent: dict) -> bool:
         if isinstance(anc, ast.Assert):
             return child is anc.msg
         if isinstance(anc, ast.Call):
-            if child in _message_args(anc):
-                return True
-            raised = parent.get(anc)
-            if isinstance(raised, ast.Raise) and raised.exc is anc and child is not anc.func:
+            if any(child is a for a in _message_args(anc, parent)):
                 return True
             if not _is_formatting(anc) or child is anc.func and not isinstance(anc.func, ast.Attribute):
                 return False
         elif isinstance(anc, ast.keyword):
-            pass
+            if not (isinstance(parent.get(anc), ast.Call) and _is_formatting(parent.get(anc))):
+                return False  # a keyword of a formatting call (.format(name=...)) only
         elif not _is_formatting(anc):
             return False
         child, anc = anc, parent.get(anc)
@@ -131,13 +165,46 @@ def _assigned_names(stmt: ast.AST) -> list[str]:
     return []
 
 
+def _typing_cast(func: ast.AST, module: ast.Module | None) -> bool:
+    """typing.cast (or t.cast, typing_extensions.cast), or a `cast` imported from typing."""
+    if isinstance(func, ast.Attribute):
+        return func.attr == "cast" and _name(func.value) in ("typing", "t", "typing_extensions")
+    if isinstance(func, ast.Name) and func.id == "cast" and module is not None:
+        return any(isinstance(n, ast.ImportFrom) and n.module in ("typing", "typing_extensions")
+                   and any(a.name == "cast" and (a.asname or a.name) == "cast" for a in n.names)
+                   for n in module.body)
+    return False
+
+
+def _module_of(node: ast.AST, parent: dict) -> ast.Module | None:
+    while node is not None and not isinstance(node, ast.Module):
+        node = parent.get(node)
+    return node
+
+
+def _annotation_makes_behaviour(node: ast.AST, parent: dict) -> bool:
+    """Annotations that are behaviour: the fields of a dataclass, attrs class, NamedTuple,
+    TypedDict or pydantic model, and the parameters of a singledispatch `.register`."""
+    anc = parent.get(node)
+    while anc is not None:
+        if isinstance(anc, ast.ClassDef):
+            decos = {_name(d.func if isinstance(d, ast.Call) else d) for d in anc.decorator_list}
+            bases = {_name(b) for b in anc.bases}
+            return bool(decos & FIELD_DECORATORS or bases & FIELD_BASES)
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return any(_name(d.func if isinstance(d, ast.Call) else d) == "register"
+                       for d in anc.decorator_list)
+        anc = parent.get(anc)
+    return False
+
+
 def classify(node: ast.AST, parent: dict, annotation_kind: str | None, operator: str) -> str | None:
     """The non-behavioural category of a mutant made at `node`, or None.
 
     `parent` maps each node to its parent; `annotation_kind` is what the enumerator knows
     about annotations (only evaluated ones get here: the others are unkillable already)."""
     if annotation_kind is not None:
-        return ANNOTATION
+        return None if _annotation_makes_behaviour(node, parent) else ANNOTATION
     if operator == "negate-condition":
         guard = parent.get(node)
         if isinstance(guard, ast.If) and guard.test is node and not guard.orelse and \
@@ -166,10 +233,11 @@ def classify(node: ast.AST, parent: dict, annotation_kind: str | None, operator:
                 return TYPE_VARIABLE_NAME
             if isinstance(child, ast.keyword) and child.arg == "bound" and text:
                 return ANNOTATION
-        if text and isinstance(anc, ast.Call) and _name(anc.func) == "cast" and anc.args and \
-                anc.args[0] is child:
+        if text and isinstance(anc, ast.Call) and anc.args and anc.args[0] is child and \
+                _typing_cast(anc.func, _module_of(anc, parent)):
             return ANNOTATION
-        if text and isinstance(anc, ast.keyword) and anc.arg in HELP_KEYWORDS and anc.value is child:
+        if text and isinstance(anc, ast.keyword) and anc.arg in HELP_KEYWORDS and anc.value is child \
+                and isinstance(parent.get(anc), ast.Call) and _name(parent.get(anc).func) in HELP_CALLS:
             return DOCSTRING
         child, anc = anc, parent.get(anc)
     if text and isinstance(parent.get(node), ast.Expr):

@@ -48,6 +48,13 @@ def nb(category: str) -> str:
      "message text"),
     ('from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import os\n',
      ("negate-condition", "TYPE_CHECKING"), "type-checking guard"),
+    ('def f():\n    raise ValidationError("Not valid.", field_name="email")\n', ("string-constant", '"Not valid."'),
+     "message text"),
+    ('import warnings\ndef f():\n    warnings.warn(DeprecationWarning("old api"))\n', ("string-constant", '"old api"'),
+     "message text"),
+    ('import logging\ndef f():\n    logging.getLogger(__name__).warning("careful")\n', ("string-constant", '"careful"'),
+     "message text"),
+    ('import typing\ndef f(v):\n    return typing.cast("int", v)\n', ("string-constant", '"int"'), "annotation"),
 ])
 def test_each_category(src, edit, category):
     assert reasons(src)[edit] == nb(category)
@@ -63,6 +70,20 @@ def test_each_category(src, edit, category):
      ("delete-statement", 'warnings.warn("old", DeprecationWarning)')),
     ('def f(x):\n    raise KeyError(lookup(x, "default"))\n', ("string-constant", '"default"')),
     ('def f(x):\n    msg = "bad"\n    raise ValueError(msg)\n', ("string-constant", '"bad"')),  # judgment
+    # a factory's argument is a key (marshmallow's make_error("invalid") looks up a message)
+    ('class F:\n    def f(self):\n        raise self.make_error("invalid")\n', ("string-constant", '"invalid"')),
+    ('def f():\n    raise OSError(2, "No such file", "path.txt")\n', ("string-constant", '"path.txt"')),
+    ('def f():\n    raise ValidationError("Not valid.", field_name="email")\n', ("string-constant", '"email"')),
+    ('def f():\n    raise ValidationError({"email": ["bad"]})\n', ("string-constant", '"email"')),
+    ('def f():\n    raise Error(code="E1")\n', ("string-constant", '"E1"')),
+    ('def f(d, k):\n    raise d.get(k, "missing")\n', ("string-constant", '"missing"')),
+    ('def f(x):\n    raise ValueError("%(a)s" % {"a": x})\n', ("string-constant", '"a"')),
+    ('def f(conv, v):\n    return conv.cast("int", v)\n', ("string-constant", '"int"')),
+    ('def f(Thing):\n    return Thing(description="on")\n', ("string-constant", '"on"')),
+    ('from dataclasses import dataclass\n@dataclass\nclass C:\n    registry: "ClassVar[dict]" = 0\n',
+     ("string-constant", '"ClassVar[dict]"')),
+    ('import functools\n@functools.singledispatch\ndef f(x):\n    return 0\n@f.register\ndef _(x: "int"):\n    return 1\n',
+     ("string-constant", '"int"')),
     ('from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import os\nelse:\n    os = None\n',
      ("negate-condition", "TYPE_CHECKING")),  # the else branch stops running
     ('def f():\n    __version__ = "x"\n    return __version__\n', ("string-constant", '"x"')),
