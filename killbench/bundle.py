@@ -186,6 +186,7 @@ def provenance(records, root: Path, claimed: dict) -> list[str]:
         if t.get("population_source", pop.source) != pop.source:
             out.append(f"{name}: scored against {t.get('population_source')}, generated against "
                        f"{pop.source}")
+    out += population_content(records)
     digests = {"run start": config.manifest_digest, "score": claimed.get("manifest_digest")}
     env = root / "environment.json"
     if env.exists():
@@ -193,6 +194,34 @@ def provenance(records, root: Path, claimed: dict) -> list[str]:
     if len({d for d in digests.values()}) > 1:
         out.append("the manifests changed between generation and submission: "
                    + ", ".join(f"{k} {(v or '-')[:12]}" for k, v in digests.items()))
+    return out
+
+
+def population_content(records) -> list[str]:
+    """A bundle's populations said to come from an installed manifest must be that
+    manifest's, record by record (the mutant's span and replacement, its reach, its
+    verdict, the sets and the controls): an edited row would otherwise be re-gated and
+    re-scored as the bundle has it, and reproduce."""
+    from .manifests import load_manifests, target_digest
+    from .population import from_manifest
+
+    manifests = {f"manifest {target_digest(m)}": m for m in load_manifests().values()}
+    out = []
+    for name in records.config.targets:
+        pop = records.population(name)
+        digest = pop.source.split(" ", 2)[:2]
+        m = manifests.get(" ".join(digest)) if pop.source.startswith("manifest ") else None
+        if m is None:
+            continue  # another manifest or a project of the user's: not comparable here (stale)
+        want = from_manifest(m, pop.source, {}, pop.split)
+        if pop.target != want.target and pop.target != name:
+            out.append(f"{name}: the population names target {pop.target}")
+        if [x.model_dump() for x in pop.mutants] != [x.model_dump() for x in want.mutants]:
+            bad = next((a.id for a, b in zip(pop.mutants, want.mutants) if a != b), "?")
+            out.append(f"{name}: the population's mutant records are not its manifest's (e.g. {bad})")
+        for field in ("task_set", "held_out", "split", "controls", "held_out_minimum"):
+            if getattr(pop, field) != getattr(want, field):
+                out.append(f"{name}: the population's {field} is not its manifest's")
     return out
 
 
@@ -257,9 +286,14 @@ def verify(archive: Path, jobs: int | None = None, sample: int | None = None, se
                                 f"tasks) is not this checkout's ({here.source}, {len(here.task_set)} "
                                 "tasks)")
                 continue
-            problems += _regate(records, name, target, workdir, pop, jobs, sample, seed, progress)
-            problems += _recheck_controls(records, name, target, workdir, pop)
-            fresh = _rescore(records, name, target, workdir, pop, matrices[name], jobs, sample, seed,
+            # from here on the checkout's population, never the bundle's rows
+            task = set(here.task_set)
+            killers = {r.candidate for r in matrices[name].runs
+                       if r.mutant in task and "failed" in r.cells.values()}
+            problems += _regate(records, name, target, workdir, here, jobs, sample, seed, progress,
+                                killers)
+            problems += _recheck_controls(records, name, target, workdir, here)
+            fresh = _rescore(records, name, target, workdir, here, matrices[name], jobs, sample, seed,
                              _sealed_ids(name))
             problems += _compare_matrices(name, matrices[name], fresh)
             fresh_matrices[name] = fresh
@@ -290,7 +324,8 @@ def _pick(items: list, sample: int | None, seed: int, salt: str) -> list:
     return random.Random(f"{seed}:{salt}").sample(list(items), sample)
 
 
-def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress) -> list[str]:
+def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress,
+            killers: set[str] = frozenset()) -> list[str]:
     baseline = load_or_run_baseline(target, workdir)
     rows = pop.by_id()
     mutants = {i: mutant(rows[i]) for i in pop.task_set}
@@ -299,7 +334,10 @@ def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress) -
     gate = Gate(sandboxes, baseline, timeout=records.config.gate_timeout_s)
     entries = {(e.candidate, e.task): e for e in records.entries if e.target == name}
     todo = sorted(entries)
-    picked = _pick(todo, sample, seed, f"gate:{name}")
+    # every kept entry of a file whose tests claim a task kill, and a seeded sample of the rest
+    must = [k for k in todo if k[0] in killers and entries[k].kept]
+    picked = must + [k for k in _pick([k for k in todo if k not in set(must)], sample, seed,
+                                      f"gate:{name}")]
     problems = []
     from concurrent.futures import ThreadPoolExecutor
 
@@ -376,13 +414,13 @@ def _rescore(records, name, target, workdir, pop: Population, claimed: KillMatri
     if sample is None:
         return kill_matrix(target, pop, files, jobs=jobs, workdir=workdir,
                            isolation=records.config.isolation)
-    # a sample: the clean runs of every file, a seeded sample of the runs that claim a kill of
-    # a task (what the score counts) and a seeded sample of the others
+    # a sample: the clean runs of every file, EVERY run that claims a kill of a task (what the
+    # score counts: a forged kill cannot hide in a sample whose seed the submitter can
+    # predict), and a seeded sample of the others
     task = set(pop.task_set)
     claims = [r for r in claimed.runs if r.mutant in task and "failed" in r.cells.values()]
     rest = [r for r in claimed.runs if not (r.mutant in task and "failed" in r.cells.values())]
-    keep = {(r.candidate, r.mutant) for r in _pick(claims, sample, seed, f"kills:{name}")
-            + _pick(rest, sample, seed, f"runs:{name}")}
+    keep = {(r.candidate, r.mutant) for r in claims + _pick(rest, sample, seed, f"runs:{name}")}
     keep |= {(r.candidate, r.mutant) for r in claimed.runs if r.mutant in negative}  # every control
     fresh = kill_matrix(target, pop, files, jobs=jobs, workdir=workdir,
                         isolation=records.config.isolation, only=keep)

@@ -505,18 +505,6 @@ def verify_cmd(bundle_path, sample, seed, jobs) -> None:
 
 
 @main.command()
-@click.argument("bundle_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--bibtex", is_flag=True, help="Print only the BibTeX entry.")
-def cite(bundle_path, bibtex) -> None:
-    """How to cite a verified bundle's result: benchmark version, manifest digest, split,
-    the entry and the bundle's sha256 (plain text and BibTeX)."""
-    from .cite import citation
-
-    plain, bib = citation(bundle_path)
-    click.echo(bib if bibtex else plain + "\n\n" + bib)
-
-
-@main.command()
 @click.argument("run_dirs", nargs=-1, required=True,
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)

@@ -73,6 +73,11 @@ def load_sealed(benchmark: str | None, manifests: dict[str, dict] | None = None)
                         negative={t: list(v) for t, v in data.get("negative", {}).items()}, path=path)
     if sealed.benchmark != benchmark:
         raise UserError(f"{path}: controls of benchmark {sealed.benchmark}, the manifests are {benchmark}")
+    for name in sealed.negative:
+        if manifests is not None and name in manifests and \
+                manifests[name].get("controls", {}).get("negative") is None:
+            raise HarnessError(f"{path} names negative controls of {name}, whose manifest "
+                               "publishes no commitment to them")
     for name, m in (manifests or {}).items():
         neg = m.get("controls", {}).get("negative")
         if neg is None:
@@ -93,10 +98,12 @@ def positive_controls(manifest: dict) -> list[dict]:
 
 
 def add_to_manifest(manifest: dict, salt: str, negative_ids: list[str],
-                    positive: list[dict], lite_control: str | None) -> dict:
+                    positive: list[dict], lite_control: str | None,
+                    lite: list[str] | None = None) -> dict:
     """The manifest with its controls: the negative ones' count and commitment (they must be
     tasks already, on lines a test runs), the positive ones with their reference tests
-    (mutants the suite kills), and one negative control added to the lite split."""
+    (mutants the suite kills), and the lite split (`lite`, else the manifest's) with one
+    negative control."""
     name = manifest["target"]["name"]
     by_id = {r["id"]: r for r in manifest["mutants"]}
     task = set(manifest["task_set"])
@@ -118,8 +125,10 @@ def add_to_manifest(manifest: dict, salt: str, negative_ids: list[str],
         if lite_control not in negative_ids:
             raise UserError(f"{name}: the lite split's control must be a negative control")
         splits = dict(out["splits"])
-        splits["lite"] = sorted(set(splits["lite"]) | {lite_control})
+        splits["lite"] = sorted(set(lite if lite is not None else splits["lite"]) | {lite_control})
         out["splits"] = splits
+    elif lite is not None:
+        out["splits"] = dict(out["splits"], lite=sorted(lite))
     return out
 
 
@@ -127,7 +136,7 @@ def seal(path: Path, directory: Path | None = None) -> dict[str, dict]:
     """Write the controls of `path` (the sealed file: salt, negative controls with their
     arguments, positive controls with their reference tests) into the manifests: the
     maintainers' step after a build. Returns the updated manifests (also written)."""
-    from .manifests import _rank, load_build_settings, load_manifests, write_manifest
+    from .manifests import BuildSettings, _rank, lite_split, load_manifests, write_manifest
 
     data = json.loads(path.read_text())
     manifests = load_manifests(directory)
@@ -138,9 +147,10 @@ def seal(path: Path, directory: Path | None = None) -> dict[str, dict]:
     salt = data.get("salt") or ""
     if len(salt) < 32:
         raise UserError(f"{path}: the salt must be at least 32 random characters")
-    seed = load_build_settings().seed
     out = {}
     for name, m in manifests.items():
+        settings = BuildSettings.from_dict(m["build"])
+        seed = settings.seed
         negative = [c["id"] for c in data.get("negative", {}).get(name, [])]
         for c in data.get("negative", {}).get(name, []):
             if not c.get("argument"):
@@ -148,10 +158,15 @@ def seal(path: Path, directory: Path | None = None) -> dict[str, dict]:
         positive = []
         for p in data.get("positive", {}).get(name, []):
             positive.append({"id": p["id"], "file": p["file"], "test": p["test"]})
-        lite = sorted((i for i in negative if i not in m["splits"]["lite"]),
-                      key=lambda i: _rank(seed, i, f"lite-control:{name}:"))
+        # the lite split drawn again, keyed on the salt: the other tasks by the lite rule,
+        # and one control (sealing twice gives the same split)
+        rows = {r["id"]: r for r in m["mutants"]}
+        others = [i for i in m["task_set"] if i not in set(negative)]
+        lite = lite_split(others, rows, settings, name, stream=f"lite:{salt}:{name}:")
+        control = min(negative, key=lambda i: _rank(seed, i, f"lite-control:{salt}:{name}:")) \
+            if negative else None
         updated = add_to_manifest({k: v for k, v in m.items() if k != "controls"}, salt,
-                                  negative, positive, lite[0] if lite else None)
+                                  negative, positive, control, lite)
         write_manifest(updated, directory or _manifests_dir())
         out[name] = updated
     return out

@@ -253,11 +253,15 @@ def _build_manifest(spec: TargetSpec, target, settings: BuildSettings, jobs: int
     return _assemble(target, baseline, records, set(tasks), roles, settings, population)
 
 
-def lite_split(manifest_tasks: list[str], rows: dict, settings: BuildSettings, name: str) -> list[str]:
+def lite_split(manifest_tasks: list[str], rows: dict, settings: BuildSettings, name: str,
+               stream: str | None = None) -> list[str]:
     """The lite split: `lite_per_target` tasks, stratified by where a task sits (run by a
-    test, import only) in proportion, then by function (one per function first)."""
+    test, import only) in proportion, then by function (one per function first). When the
+    controls are sealed the draw is redone with a stream keyed on the sealed salt, so that
+    nobody can recompute which lite task is the control."""
     n = min(settings.lite_per_target, len(manifest_tasks))
-    ranked = sorted(manifest_tasks, key=lambda i: _rank(settings.seed, i, f"lite:{name}:"))
+    stream = stream or f"lite:{name}:"
+    ranked = sorted(manifest_tasks, key=lambda i: _rank(settings.seed, i, stream))
     strata = {True: [i for i in ranked if rows[i]["covered_by"]],
               False: [i for i in ranked if not rows[i]["covered_by"]]}
     want_run = round(n * len(strata[True]) / len(ranked)) if ranked else 0

@@ -200,10 +200,13 @@ class Entry:
         self.path, self.score, self.config, self.refused, self.earlier = path, score, config, refused, earlier
         self.checked = "recomputed"
         self.negative_hits: list[tuple[str, str, str]] | None = None  # None: list sealed here
+        self.rules_problems: list[str] = []
 
     @property
     def benchmark(self) -> str:
-        return (self.score or {}).get("benchmark") or (self.config or {}).get("benchmark") or "0.1"
+        """What the run was generated against (its config), never what this checkout has:
+        a recomputed score names this checkout's benchmark whatever the bundle was."""
+        return (self.config or {}).get("benchmark") or "0.1"
 
     @property
     def split(self) -> str:
@@ -254,7 +257,41 @@ def check_bundle(path: Path) -> Entry:
                                        f"numbers differ, e.g. {diff[0][:200]})")
         entry = Entry(path, score=fresh.dump(), config=records.config.dump())
         entry.negative_hits = negative_control_hits(records, fresh.dump())
+        entry.rules_problems = rules_claim(records)
         return entry
+
+
+def rules_claim(records) -> list[str]:
+    """A run that says it kept the benchmark's rules must show it: the rules it recorded are
+    the shipped ones, nothing was overridden, the isolation and the gate's deadline are the
+    rules', every target's budgets are the rules' for its task count, and what it used is
+    within them (gate calls counted from its evidence)."""
+    from .rules import load_rules
+
+    config = records.config
+    if config.outside_rules:
+        return []  # declared outside: listed as such, never grouped
+    rules = load_rules()
+    out = []
+    if config.rules != rules.to_dict():
+        out.append("claims the rules but recorded other rules than the shipped ones")
+    if config.overrides:
+        out.append(f"claims the rules but overrode {sorted(config.overrides)}")
+    if config.isolation != rules.isolation or config.gate_timeout_s != rules.gate_timeout_s:
+        out.append("claims the rules but ran with another isolation level or gate deadline")
+    for name, t in config.targets.items():
+        want = rules.budgets(t.tasks, config.generator.needs_model)
+        if t.budgets != want:
+            out.append(f"{name}: claims the rules but its budgets are {t.budgets.dump()}, the rules "
+                       f"give {want.dump()}")
+        used = len({(e.candidate, e.task) for e in records.entries if e.target == name})
+        if t.budgets.gate_calls is not None and used > t.budgets.gate_calls:
+            out.append(f"{name}: {used} distinct gate calls in its evidence, over its budget of "
+                       f"{t.budgets.gate_calls}")
+        isolations = {p.isolation for e in records.entries if e.target == name for p in e.phases}
+        if isolations - {config.isolation}:
+            out.append(f"{name}: gate phases ran under {sorted(isolations)}, not {config.isolation}")
+    return out
 
 
 def negative_control_hits(records, score: dict) -> list[tuple[str, str, str]] | None:
@@ -371,6 +408,10 @@ def write_leaderboard(folder: Path, out: Path, reexecute: int | None = 2, seed: 
     for e in entries:
         if e.score is not None:
             status[e.path.name] = _benchmark_status(e.score, _current_sources(manifests, e.split))
+    for e in entries:  # a claim to have kept the rules is checked for entries on this benchmark
+        if e.score is not None and e.benchmark == benchmark and e.rules_problems:
+            e.refused = "provenance: " + "; ".join(e.rules_problems)[:300]
+            e.score = None
     on_bench = [e for e in entries if e.score is not None and e.benchmark == benchmark
                 and all(v == "current" for v in status[e.path.name].values())]
     if reexecute is not None:
@@ -446,7 +487,9 @@ def _table(listed: list[Entry], status: dict, tasks: dict[str, list[str]], manif
             for name in group:
                 groups[name] = gi
     rows = []
-    for e in sorted(listed, key=lambda e: -(e.score.get("pooled_kills") or {"k": 0})["k"]):
+    # comparable entries first, then by pooled rate (a count over more targets is no better)
+    for e in sorted(listed, key=lambda e: (e.path.name not in comparable,
+                                           -(e.score.get("pooled_kills") or {"estimate": 0})["estimate"])):
         score, config = e.score, e.config
         p = score.get("pooled_kills") or {"k": 0, "n": 0, "low": 0, "high": 0}
         kept = sum(t["kept_tests"] for t in score["targets"].values())

@@ -23,7 +23,10 @@ def make_run(run_dir: Path, generator: str, killed: dict[str, list[str]], *, ver
     run_dir.mkdir(parents=True)
     for sub in ("candidates", "population", "evidence/kills", "tasks"):
         (run_dir / sub).mkdir(parents=True, exist_ok=True)
+    from killbench.rules import load_rules
+
     manifests = load_manifests()
+    rules = load_rules()
     targets, subs, entries, journal = {}, [], [], []
     for name, ids in killed.items():
         # a target outside the benchmark borrows cachetools' records under its own name
@@ -31,7 +34,7 @@ def make_run(run_dir: Path, generator: str, killed: dict[str, list[str]], *, ver
         src = source or (f"manifest {target_digest(m)}" if name in manifests else "mutate abc")
         pop = from_manifest(m, src, {}).model_copy(update={"target": name})
         write(run_dir / "population" / f"{name}.json", pop)
-        budgets = Budgets(tokens=1000 if model else None, gate_calls=100, seconds=600)
+        budgets = rules.budgets(len(pop.task_set), bool(model))
         targets[name] = TargetConfig(ref=name, version=m["target"]["version"], fingerprint="f" * 64,
                                      population=pop.source, tasks=len(pop.task_set), budgets=budgets)
         rows, runs = [], []
@@ -57,7 +60,8 @@ def make_run(run_dir: Path, generator: str, killed: dict[str, list[str]], *, ver
                        generator=GeneratorInfo(ref=generator, name=generator,
                                                                     version=version,
                                                                     needs_model=bool(model)),
-                       model=model, isolation="bwrap", gate_timeout_s=60.0,
+                       model=model, isolation="bwrap", gate_timeout_s=rules.gate_timeout_s,
+                       rules=rules.to_dict(),
                        target_refs=list(killed), targets=targets, started_at="2026-12-01T00:00:00",
                        outside_rules=list(outside_rules))
     write(run_dir / "config.json", config)

@@ -58,7 +58,10 @@ def test_groups_over_the_whole_benchmark(tmp_path):
     assert rows["strong.tar.gz"]["of the split"].startswith(f"10 / {total} ")
     assert rows["strong.tar.gz"]["isolation"] == "bwrap"
     assert rows["strong.tar.gz"]["gate calls"] == "10"
-    assert rows["strong.tar.gz"]["budget"] == "100 gate calls, 600 s"  # model-free: no tokens
+    from killbench.rules import load_rules
+
+    b = load_rules().budgets(len(tasks), needs_model=False)
+    assert rows["strong.tar.gz"]["budget"] == f"{b.gate_calls} gate calls, {b.seconds:.0f} s"  # no tokens
     # the stale entry killed everything, yet it is neither grouped nor counted on the benchmark
     assert rows["old.tar.gz"]["group"] == "-" and "cachetools stale" in rows["old.tar.gz"]["targets"]
     assert rows["old.tar.gz"]["of the split"] == "-"
@@ -96,6 +99,31 @@ def test_a_fabricated_kill_matrix_is_refused_by_re_execution(tmp_path, use_cache
     rows, refused = _rows(text), _refused(text)
     assert not rows
     assert "re-executed sample" in refused["fabricated.tar.gz"]
+
+
+def test_a_claim_to_have_kept_the_rules_is_checked(tmp_path):
+    """A run given ten times the rules' gate calls whose config still claims the rules (no
+    outside_rules), scored and bundled consistently, is refused: its recorded budgets are
+    not the rules' for its task count."""
+    from killbench.bundle import bundle
+    from killbench.evidence import KillMatrix, RunConfig, load, write
+    from killbench.score import RunRecords, compute
+
+    from bundles import make_run
+
+    tasks = sorted(load_manifests()["cachetools"]["task_set"])
+    make_bundle(tmp_path, "honest", {"cachetools": tasks[:1]})
+    run = make_run(tmp_path / "run-loose", "loose", {"cachetools": tasks[:1]})
+    config = load(run / "config.json", RunConfig)
+    config.targets["cachetools"].budgets.gate_calls *= 10
+    write(run / "config.json", config)
+    records = RunRecords(run)
+    matrix = load(run / "evidence" / "kills" / "cachetools.json", KillMatrix)
+    (run / "score.json").write_text(json.dumps(compute(records, {"cachetools": matrix}, 2000, 0).dump()))
+    bundle(run, tmp_path / "loose.tar.gz")
+    refused = _refused(write_leaderboard(tmp_path, tmp_path / "board.md", reexecute=None).read_text())
+    assert "claims the rules but its budgets" in refused["loose.tar.gz"]
+    assert "honest.tar.gz" not in refused
 
 
 def test_provenance_generated_against_other_manifests_is_refused(tmp_path):
