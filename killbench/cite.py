@@ -77,7 +77,22 @@ def citation(bundle: Path) -> tuple[str, str]:
                if record_path(bundle).exists() else "it has no verify record beside it")
         raise UserError(f"{bundle} is not verified ({why}): run `killbench verify {bundle}` "
                         "(the full verify, without --sample) and cite it when that passes")
-    r = rec.get("result") or {}
+    from .manifests import current_benchmark, current_digest
+    from .report import check_bundle
+
+    if (rec.get("benchmark"), rec.get("manifest_digest")) != (current_benchmark(), current_digest()):
+        raise UserError(f"{bundle} was verified on benchmark {rec.get('benchmark')} (manifests "
+                        f"{str(rec.get('manifest_digest'))[:12]}), not on this one: verify it again here")
+    # the numbers cited come from the bundle's own evidence, recomputed now; the record only
+    # says that a full re-execution of these bytes passed
+    entry = check_bundle(bundle)
+    if entry.score is None:
+        raise UserError(f"{bundle} cannot be cited: {entry.refused or entry.earlier}")
+    s = entry.score
+    p = s.get("pooled_kills") or {}
+    r = {"split": (entry.config or {}).get("split", "full"), "k": p.get("k"), "n": p.get("n"),
+         "low": p.get("low"), "high": p.get("high"), "generator": s["run"]["generator"],
+         "model": s["run"].get("model")}
     gen = r.get("generator") or {}
     label = f"{gen.get('name', '?')} {gen.get('version', '')}".strip()
     model = r.get("model") or "model-free"

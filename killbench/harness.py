@@ -170,7 +170,10 @@ def summarize(records: list[MutantRecord]) -> dict:
         "survived_unreachable": len(surv_unreached),
         "survived_unkillable": len(surv_unkillable),
         "task_set": len(task_set),
-        "score": {"killed": verdicts.get("killed", 0), "of": len(killable_ran),
+        # killed among the killable ones only: a non-behavioural or pragma mutant the suite
+        # kills is not a point of the score (it would exceed 100%)
+        "score": {"killed": sum(1 for r in killable_ran if r.outcome.verdict == "killed"),
+                  "of": len(killable_ran),
                   "what": "killable mutants with a killed/survived/timeout verdict"},
     }
 

@@ -578,16 +578,20 @@ each category is one switch under `[non_behavioural]` in `manifests/build.toml`)
 | category | the mutant changes | why it is not a task |
 |---|---|---|
 | `annotation` | a parameter, return or variable annotation (string or evaluated), the type of `cast()`, a TypeVar's `bound=` | no result a caller sees depends on it; a test would have to read `__annotations__` |
-| `__all__` | an entry of `__all__`, or an `__all__.append/extend` | only `from m import *` sees it; the names stay importable |
+| `__all__` | an entry of `__all__`, or an `__all__.append/extend` | an edited entry either breaks a package's `from .m import *` at import (the suite then kills it: no task) or changes only what a star-import exports; the names stay importable |
 | `metadata` | a module-level `__version__`, `__author__`, `__license__`, ... assignment | package metadata, not behaviour |
 | `type-variable name` | the name string of `TypeVar`, `ParamSpec`, `TypeVarTuple`, `NewType` | only the repr of the type variable changes |
 | `docstring` | a docstring, a bare string statement, `help=` / `description=` / `epilog=` / `usage=` / `doc=` text | documentation and help output |
-| `message text` | a string constant that only words the message of a `raise`d exception (through `+`, `%`, `.format`, `.join`), of `warnings.warn`, of a logging call on a logger-named receiver, or of an `assert` | the exception type, the warning category and whether a log record is emitted stay the same; only the wording changes |
+| `message text` | a string constant that only words a message (through `+`, `%`, `.format`, `.join`): the first positional argument of an exception class (builtin, or a CapWords name ending in Error, Exception, Warning, ...) that is raised or warned, the message of `warnings.warn`, of a logging call on a logger (a logger-named receiver or `getLogger(...)`), or of an `assert` | the exception type, the warning category and whether a log record is emitted stay the same; only the wording changes |
 | `type-checking guard` | `if TYPE_CHECKING:` negated, when it has no `else` | the guarded imports then run at runtime and change nothing |
 
 Judgment calls, decided so and documented: a message is recognised only where it is built
 (a message first stored in a variable and raised later stays behavioural: telling the two
-apart needs data flow, and the rule errs on the side of keeping tasks); numbers inside a
+apart needs data flow, and the rule errs on the side of keeping tasks); an argument of a
+factory (`raise self.make_error("invalid")`: the string is a key that looks a message up),
+any argument but the first, keywords and dict keys stay behavioural; annotations of
+dataclass, attrs, NamedTuple, TypedDict and pydantic fields and of singledispatch
+registrations stay behavioural (they make fields and dispatch); numbers inside a
 message stay behavioural (`raise SystemExit(2)` is an exit code); deleting a logging or
 warning call stays behavioural (a record or a warning disappears, which `caplog` and
 `pytest.warns` see); only the wording is non-behavioural. The 0.1 task set and how it
@@ -609,7 +613,12 @@ manifest was built):
    "skipped by the cap"), and a survivor found past the quota in the last batch is recorded
    as surplus. The task set is therefore a seeded uniform draw of the behavioural reachable
    survivors, subject to the per-function cap (the cap is the only departure from
-   uniformity, and how many mutants it skipped is in the table).
+   uniformity, and how many mutants it skipped is in the table). Functions are told apart
+   by qualified name, and all module-level code of a target (every file's) counts as one
+   "function" `<module>`: import-only tasks are capped together. The cap is
+   `max_function_share` of the quota (5 of 50) even where a target has fewer
+   survivors than the quota: its task set is then smaller, and one function may supply
+   more than a tenth of it (cachetools).
 4. The held-out population is a second seeded draw (a different hash stream) of
    `held_out_per_target` mutants from everything that compiles and is neither unkillable
    nor non-behavioural, default and held-out-only operators alike, minus the mutants of the
@@ -666,7 +675,10 @@ def render_benchmark_md(index: dict, manifests: dict[str, dict]) -> str:
         where.update({"t": r["task_set"], "r": run_by_test})
     any_m = next(iter(manifests.values()), None)
     build = any_m["build"] if any_m else {}
-    n_full, n_lite = tot["task_set"], tot["lite"]
+    # negative controls can never be killed: the tasks that count for power are the others
+    neg = sum((m.get("controls") or {}).get("negative", {}).get("count", 0) for m in manifests.values())
+    n_full, n_lite = tot["task_set"] - neg, tot["lite"] - sum(
+        1 for m in manifests.values() if (m.get("controls") or {}).get("negative", {}).get("count"))
     power_rows = []
     for base in (0.1, 0.5):
         cells = [f"{100 * base:.0f}%"]
@@ -759,9 +771,13 @@ def render_benchmark_md(index: dict, manifests: dict[str, dict]) -> str:
         "",
         "## Power",
         "",
-        f"The smallest rise in kill rate over a base rate that the paired comparison (exact "
-        f"McNemar, alpha 0.05, as the leaderboard's groups use) detects with 80% power, for the "
-        f"full split ({n_full} tasks) and the lite split ({n_lite} tasks). Kills of two "
+        f"The smallest rise in kill rate over a base rate that one paired comparison (exact "
+        f"McNemar at alpha 0.05) detects with 80% power, for the full split ({n_full} tasks "
+        f"besides its negative controls) and the lite split ({n_lite}). The leaderboard's "
+        "groups test each entry against its group's leader with Holm's correction, so with "
+        "several entries the first comparison runs at a smaller alpha and the detectable "
+        "difference is larger than here; and their McNemar test counts mutants as "
+        "independent, which the design effect below says they are not. Kills of two "
         "generators are taken as independent given their rates (correlated kills, the usual "
         "case, give more power). Targets are clusters: an audit of amplify's pooled rate on 0.1 "
         f"measured a design effect of about {DESIGN_EFFECT}, so the second column of each split "

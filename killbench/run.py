@@ -218,6 +218,11 @@ def run_generator(generator_ref: str, target_names: list[str], *, model: str | N
         raise UserError("--targets: give one or more pin names or project directories, "
                         "separated by commas")
     specs = [resolve(t) for t in target_names]  # every target checked before any work
+    if split != "full":
+        own = [s.name for s in specs if s.kind != "pin"]
+        if own:
+            raise UserError(f"--split {split}: the split exists only for the benchmark's pinned "
+                            f"targets; {', '.join(own)} has one task set (--split full)")
     if needs_model:
         check_model(model, base_url)  # a bad name or a missing key, before any directory
     if len({s.name for s in specs}) != len(specs):
@@ -391,15 +396,15 @@ def _run_target(rd: RunDirectory, config: RunConfig, spec, ref: str, generator, 
                      for s in read_jsonl(rd.path / "candidates.jsonl", Submission)
                      if s.target == spec.name}
         t_budget = Budget(budgets.tokens) if needs_model else None
-        client = open_model(model, cache_dir=None, transcript=transcript, budget=t_budget,
-                            base_url=base_url, no_cache=no_cache,
-                            resume_from=rd.path / "transcript.jsonl" if resumed else None) \
-            if needs_model else None
         sandboxes = [Sandbox(target, workdir / "sandboxes" / f"gate{i}", trusted=False,
                              isolation=config.isolation) for i in range(jobs)]
         gate = Gate(sandboxes, baseline, timeout=config.gate_timeout_s)
         evals = _Evaluations(rd, gate, spec.name, mutants, budgets.gate_calls, earlier)
         check_positive_controls(rd, gate, pop)  # before any generator or model call
+        client = open_model(model, cache_dir=None, transcript=transcript, budget=t_budget,
+                            base_url=base_url, no_cache=no_cache,
+                            resume_from=rd.path / "transcript.jsonl" if resumed else None) \
+            if needs_model else None
         try:
             return _generate(rd, config, spec.name, generator, target, baseline, pop, tasks, texts,
                              modules, client, t_budget, budgets, evals, submitted, prior, jobs)

@@ -24,7 +24,15 @@ def find(target, mutant_id: str) -> Candidate:
         raise UserError(f"{mutant_id!r}: give at least 4 characters of a mutant id")
     # the default and the held-out-only operators enumerate apart, as a manifest build does
     # (one enumeration of both would merge their identical edits under one id)
-    everything = enumerate_target(target, default_operators()) + enumerate_target(target, held_out_operators())
+    from . import behaviour
+
+    categories = behaviour.ALL
+    if target.spec.kind == "pin":  # the benchmark's own switches (manifests/build.toml)
+        from .manifests import load_build_settings
+
+        categories = load_build_settings().categories
+    everything = (enumerate_target(target, default_operators(), categories)
+                  + enumerate_target(target, held_out_operators(), categories))
     hits = [c for c in everything if c.mutant.id.startswith(mutant_id)]
     if not hits:
         raise UserError(f"{target.name} has no mutant {mutant_id!r} (ids are 16 hex digits; "
