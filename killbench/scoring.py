@@ -18,6 +18,7 @@ reason. Nothing here computes a number: ``metrics`` does, from the matrix.
 
 from __future__ import annotations
 
+import itertools
 import random
 import secrets
 import threading
@@ -86,23 +87,6 @@ def _flags(report) -> dict[str, list[str]]:
     return out
 
 
-class _Pool:
-    def __init__(self, sandboxes: list[Sandbox]):
-        self._free = list(sandboxes)
-        self._cv = threading.Condition()
-
-    def take(self) -> Sandbox:
-        with self._cv:
-            while not self._free:
-                self._cv.wait()
-            return self._free.pop()
-
-    def give(self, sb: Sandbox) -> None:
-        with self._cv:
-            self._free.append(sb)
-            self._cv.notify()
-
-
 def kill_matrix(target, pop: Population, files: list[KeptFile], *, jobs: int, workdir: Path,
                 isolation: str, seed: int | None = None, progress=None,
                 only: set[tuple[str, str]] | None = None) -> KillMatrix:
@@ -114,45 +98,82 @@ def kill_matrix(target, pop: Population, files: list[KeptFile], *, jobs: int, wo
     rng = random.Random(seed if seed is not None else secrets.randbits(64))
     sandboxes = [Sandbox(target, workdir / "sandboxes" / f"score{i}", trusted=False,
                          isolation=isolation) for i in range(max(1, jobs))]
-    pool = _Pool(sandboxes)
     rows = pop.by_id()
     mutants = {i: to_mutant(rows[i]) for i in pop.task_set + pop.held_out}
     lock = threading.Lock()
+    # every run of one file happens in the same sandbox: its clean and its mutant runs then
+    # show a test the same paths (cwd, argv, PATH, sys.path), so no run can tell them apart
+    home = {kf.candidate: i % len(sandboxes) for i, kf in enumerate(files)}
+    locks = [threading.Lock() for _ in sandboxes]
 
-    def run_file(kf: KeptFile, mutant_id: str | None, coverage: bool, disguise_seed: int):
-        sb = pool.take()
-        path = _test_dir(sb) / f"test_killbench_{kf.candidate}.py"
-        try:
-            sb.add_file(path, source_bytes(kf.source))
-            rel = path.relative_to(sb.tree).as_posix()
-            m = mutants.get(mutant_id) if mutant_id else None
-            if m is not None:
-                original = (target.tree / m.path).read_bytes()
-                text = apply(original, m).decode("utf-8")
-                sb.write(m.path, disguise(text, m.line, random.Random(disguise_seed)).encode("utf-8"))
+    def run_file(kf: KeptFile, mutant_id: str | None, coverage: bool, disguise_seed: int,
+                 neutral: dict[str, int] | None = None):
+        i = home[kf.candidate]
+        with locks[i]:
+            sb = sandboxes[i]
+            path = _test_dir(sb) / f"test_killbench_{kf.candidate}.py"
             try:
-                report, cov = sb.run_pytest([rel], select=kf.nodeids, exclude=[],
-                                            timeout=SCORE_TIMEOUT + 2.0 * len(kf.nodeids),
-                                            coverage=coverage, limits=GATE_LIMITS, candidates=[rel])
-            finally:
+                sb.add_file(path, source_bytes(kf.source))
+                rel = path.relative_to(sb.tree).as_posix()
+                m = mutants.get(mutant_id) if mutant_id else None
+                changed = False
                 if m is not None:
-                    sb.restore()
-            return report, cov
-        finally:
-            sb.remove_file(path)
-            pool.give(sb)
+                    original = (target.tree / m.path).read_bytes()
+                    text = apply(original, m).decode("utf-8")
+                    sb.write(m.path, disguise(text, m.line, random.Random(disguise_seed)).encode("utf-8"))
+                    changed = True
+                for p, anchor in sorted((neutral or {}).items()):
+                    # the clean code disguised as the mutant runs are: a test that tells the
+                    # runs apart by text, size or bytecode fails here and is excluded
+                    text = (target.tree / p).read_bytes().decode("utf-8")
+                    sb.write(p, disguise(text, anchor, random.Random(f"{disguise_seed}:{p}")).encode("utf-8"))
+                    changed = True
+                try:
+                    report, cov = sb.run_pytest([rel], select=kf.nodeids, exclude=[],
+                                                timeout=SCORE_TIMEOUT + 2.0 * len(kf.nodeids),
+                                                coverage=coverage, limits=GATE_LIMITS, candidates=[rel])
+                finally:
+                    if changed:
+                        sb.restore()
+                return report, cov
+            finally:
+                sb.remove_file(path)
 
-    # 1. clean runs with coverage, one per file
+    # 1. clean runs with coverage, one per file: what each test reaches
     clean: dict[str, tuple] = {}
     with ThreadPoolExecutor(max_workers=len(sandboxes)) as ex:
         for kf, res in zip(files, ex.map(lambda kf: run_file(kf, None, True, 0), files)):
             clean[kf.candidate] = res
+    reaches = {}
+    for kf in files:
+        _, cov = clean[kf.candidate]
+        reaches[kf.candidate] = _reached(pop, cov or {}, kf.nodeids, target) if cov else \
+            {n: set() for n in kf.nodeids}
+    # 1b. the clean status of each test: a run set up exactly as its mutant runs are (no
+    # coverage, the same sandbox), on a disguise of every file holding a mutant it reaches
+    neutral_of = {}
+    for kf in files:
+        got = set().union(*reaches[kf.candidate].values()) if reaches[kf.candidate] else set()
+        anchors: dict[str, int] = {}
+        for mid in sorted(got):
+            m = mutants.get(mid)
+            if m is not None:
+                anchors.setdefault(m.path, m.line)
+        neutral_of[kf.candidate] = anchors
+    status_runs: dict[str, tuple] = {}
+    with ThreadPoolExecutor(max_workers=len(sandboxes)) as ex:
+        seeds = {kf.candidate: rng.getrandbits(64) for kf in files}
+        for kf, res in zip(files, ex.map(lambda kf: run_file(kf, None, False, seeds[kf.candidate],
+                                                             neutral_of[kf.candidate]), files)):
+            status_runs[kf.candidate] = res
     todo = []
     for kf in files:
-        report, cov = clean[kf.candidate]
+        report, cov = status_runs[kf.candidate][0], clean[kf.candidate][1]
         status = outcomes(report)
         flags = _flags(report)
-        reach = _reached(pop, cov or {}, kf.nodeids, target) if cov else {n: set() for n in kf.nodeids}
+        for k, v in _flags(clean[kf.candidate][0]).items():
+            flags.setdefault(k, []).extend(v)
+        reach = reaches[kf.candidate]
         errors = [f"{p}: {e['error']}" for p, e in (cov or {}).items() if "error" in e]
         for n in kf.nodeids:
             st = status.get(n)
@@ -161,8 +182,8 @@ def kill_matrix(target, pop: Population, files: list[KeptFile], *, jobs: int, wo
             matrix.rows.append(row)
             why = None
             if st is None or st.status != "passed":
-                why = (f"{row.clean} on clean code when its file runs alone in scoring"
-                       + (f" ({st.exc_type})" if st and st.exc_type else ""))
+                why = (f"{row.clean} on (a disguise of) the clean code when its file runs alone "
+                       "in scoring" + (f" ({st.exc_type})" if st and st.exc_type else ""))
             elif flags.get(n) or flags.get("*"):
                 why = "during scoring: " + "; ".join((flags.get(n) or []) + (flags.get("*") or []))[:400]
             elif cov is None or errors:
@@ -178,7 +199,12 @@ def kill_matrix(target, pop: Population, files: list[KeptFile], *, jobs: int, wo
     if progress is not None:
         progress(0, len(todo))
 
-    # 2. one run per (file, reached mutant)
+    # 2. one run per (file, reached mutant), the files' sandboxes taken in turn
+    by_home: dict[int, list] = defaultdict(list)
+    for item in todo:
+        by_home[home[item[0].candidate]].append(item)
+    todo = [item for group in itertools.zip_longest(*by_home.values()) for item in group
+            if item is not None]
     done = [0]
 
     def one(item):

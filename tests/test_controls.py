@@ -24,7 +24,7 @@ import pytest
 import basic
 
 BITS = 24
-KEYS = ["env", "argv", "cwd", "cwd-listing", "test-dir-listing", "file", "rlimits", "path"]
+KEYS = ["env", "argv", "cwd", "cwd-listing", "test-dir-listing", "file", "rlimits", "path", "probe"]
 
 
 def _observed():
@@ -34,7 +34,8 @@ def _observed():
               if n.startswith("RLIMIT_")}
     return {"env": sorted(os.environ.items()), "argv": list(sys.argv), "cwd": os.getcwd(),
             "cwd-listing": sorted(os.listdir(os.getcwd())), "test-dir-listing": sorted(os.listdir(here)),
-            "file": __file__, "rlimits": sorted(limits.items()), "path": list(sys.path)}
+            "file": __file__, "rlimits": sorted(limits.items()), "path": list(sys.path),
+            "probe": open(os.environ.get("KILLBENCH_PROBE_CONFIG", os.devnull)).read()}
 
 
 @pytest.mark.parametrize("bit", range(BITS))
@@ -70,18 +71,27 @@ def test_a_test_observes_the_same_environment_in_every_phase_and_run(fixture_tar
     alive = [n for n, o in phases[CLEAN].tests.items() if o.status == "passed"]
     # about half the bits are 0: enough tests ran past the clean phase to see a difference
     assert len(alive) > 60, entry.message
+    assert any("[probe-" in n for n in alive)
+    # (the probe's configuration differs between the clean phase, which runs the whole file,
+    # and the later ones, which select the tests that passed: a test that tells them apart
+    # that way also fails the neutral phase, and is gaming; scoring below must not differ)
     for phase in SAME_AS_CLEAN:
         differ = sorted(n.split("[", 1)[1].rstrip("]").rsplit("-", 1)[0] for n in alive
-                        if phases[phase].tests.get(n) is None or phases[phase].tests[n].status != "passed")
+                        if "[probe-" not in n and (phases[phase].tests.get(n) is None
+                                                   or phases[phase].tests[n].status != "passed"))
         assert not differ, f"the {phase} phase shows a test other {sorted(set(differ))} than the clean phase"
     assert not [t for t in entry.tests if t.kept]
     # scoring: the same file against every mutant its tests reach, and the clean run
     matrix = kill_matrix(target, pop, [KeptFile(entry.candidate, OBSERVER, alive, task)], jobs=2,
                          workdir=workdir, isolation="bwrap")
     assert matrix.runs, "the observer reaches is_big: scoring must run it on is_big's mutants"
-    assert {row.clean for row in matrix.rows} == {"passed"}
+    # scoring runs in directories of its own (paths differ from the gate's, on purpose the
+    # same for the clean and every mutant run): each mutant run must see its clean run's world
+    clean = {row.key: row.clean for row in matrix.rows}
+    assert "passed" in clean.values()
     for run in matrix.runs:
-        differ = sorted(k for k, v in run.cells.items() if v != "passed")
+        differ = sorted(k for k, v in run.cells.items()
+                        if v != clean[k] and not (clean[k] != "passed" and v == "not-run"))
         assert not differ, f"mutant {run.mutant}: scoring shows the test other {differ[:3]}"
 
 
@@ -138,3 +148,45 @@ def test_a_gate_that_skips_the_mutant_stops_the_run_before_any_generator_call(us
     recorded = [json.loads(line) for line in (out / "evidence" / "controls.jsonl").read_text().splitlines()]
     assert recorded and not any(t["kept"] for e in recorded for t in e["tests"])
     assert {t["reason"] for e in recorded for t in e["tests"]} == {"did-not-detect"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(BWRAP), reason=f"bubblewrap isolation unavailable: {BWRAP}")
+def test_a_test_that_behaves_only_in_the_gate_kills_nothing_extra_in_scoring(fixture_target, use_cache):
+    """Honest in the gate (it kills its task by behaviour), and in scoring (told apart by the
+    sandbox's name) it fails whenever the source file's size is not the clean size: before
+    scoring's clean status ran on a disguise, it 'killed' every mutant it reached."""
+    from killbench.config import resolve
+    from killbench.gate import Gate
+    from killbench.harness import load_or_run_baseline, workdir_for
+    from killbench.population import freeze, mutant
+    from killbench.sandbox import Sandbox
+    from killbench.scoring import KeptFile, kill_matrix
+    from killbench.targets import prepare
+
+    project = fixture_target("basic")
+    size = (project / "src" / "basic" / "__init__.py").stat().st_size
+    source = f'''
+import os
+
+from basic import is_big
+
+
+def test_threshold_is_not_big():
+    if "score" in os.getcwd():
+        assert os.path.getsize(os.path.join(os.getcwd(), "src", "basic", "__init__.py")) == {size}
+    assert is_big(10) is False
+'''
+    target = prepare(resolve(str(project)))
+    workdir = workdir_for(target)
+    baseline = load_or_run_baseline(target, workdir)
+    pop = freeze(target, jobs=2)
+    rows = pop.by_id()
+    task = next(i for i in pop.task_set if rows[i].replacement == "n >= THRESHOLD")
+    sb = Sandbox(target, workdir / "sandboxes" / "twofaced", trusted=False, isolation="bwrap")
+    entry = Gate([sb], baseline).check(source, mutant(rows[task]), target=target.name)
+    assert entry.kept, entry.message  # the gate sees an honest test
+    matrix = kill_matrix(target, pop, [KeptFile(entry.candidate, source, entry.kept_tests, task)],
+                         jobs=2, workdir=workdir, isolation="bwrap")
+    (key,) = [row.key for row in matrix.rows]
+    assert key in matrix.excluded and "disguise" in matrix.excluded[key]

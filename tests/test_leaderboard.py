@@ -167,6 +167,9 @@ def test_cite_prints_the_block_of_a_verified_bundle_only(tmp_path):
     with pytest.raises(UserError, match="did not pass"):
         citation(b)
     write_record(b, [], score)
+    forged = json.loads((b.parent / (b.name + ".verified.json")).read_text())
+    forged["result"]["k"] = 25  # a record edited to cite more kills than the evidence gives
+    (b.parent / (b.name + ".verified.json")).write_text(json.dumps(forged))
     plain, bib = citation(b)
     import hashlib
 
