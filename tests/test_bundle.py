@@ -85,13 +85,13 @@ def test_bundle_verify_and_tamper(fixture_target, use_cache, tmp_path):
     report = write_report([run], tmp_path / "report")
     assert {p.name for p in (tmp_path / "report").glob("*.png")} == {
         "kill_rate.png", "funnel.png", "transfer_by_class.png", "kills_vs_tokens.png"}
-    assert "1 / 8 (12.5%)" in report.read_text()
+    assert "1 / 6 (16.7%)" in report.read_text()
     board = write_leaderboard(tmp_path, tmp_path / "leaderboard.md").read_text()
     assert "few-tests" in board and "sub.tar.gz" in board and "bwrap" in board
     mtr = export_mutation_testing_report(run)
     assert mtr["schemaVersion"] == "2" and set(mtr["thresholds"]) == {"high", "low"}
     mutants = [m for f in mtr["files"].values() for m in f["mutants"]]
-    assert len(mutants) == 18  # 8 task-set + 10 held-out mutants of the fixture
+    assert len(mutants) == 16  # 6 task-set + 10 held-out mutants of the fixture
     killed = [m for m in mutants if m["status"] == "Killed"]
     assert len(killed) == 2 and all(m["killedBy"] for m in killed)
     assert all(m["location"]["start"]["column"] >= 1 for m in mutants)
