@@ -9,23 +9,15 @@ bytes; the record only says that someone did, when, and with which versions.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__
 from .errors import UserError
+from .targets import sha256_file
 
 VERIFIED_SUFFIX = ".verified.json"
-
-
-def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def record_path(bundle: Path) -> Path:
@@ -36,7 +28,7 @@ def write_record(bundle: Path, problems: list[str], score) -> Path:
     """After a full verify: bundle sha256, versions, date, outcome (and the differences)."""
     from .manifests import current_benchmark, current_digest
 
-    data = {"bundle": bundle.name, "bundle_sha256": _sha(bundle), "killbench": __version__,
+    data = {"bundle": bundle.name, "bundle_sha256": sha256_file(bundle), "killbench": __version__,
             "benchmark": current_benchmark(), "manifest_digest": current_digest(),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "outcome": "failed" if problems else "passed", "differences": problems[:50]}
@@ -62,7 +54,7 @@ def load_record(bundle: Path) -> dict | None:
         data = json.loads(path.read_text())
     except json.JSONDecodeError:
         return None
-    if data.get("bundle_sha256") != _sha(bundle) or data.get("outcome") != "passed":
+    if data.get("bundle_sha256") != sha256_file(bundle) or data.get("outcome") != "passed":
         return None
     return data
 
