@@ -29,6 +29,7 @@ audit hook).
 from __future__ import annotations
 
 import configparser
+import contextlib
 import hashlib
 import json
 import os
@@ -250,6 +251,19 @@ class Sandbox:
                 p.write_bytes(original)
                 os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
         self._dirty.clear()
+
+    @contextlib.contextmanager
+    def clean(self):
+        """The clean sources in place for the duration, then whatever was written back:
+        a process that imports the target here (the warm server) must see clean code,
+        never the mutant of the run that happened to start it."""
+        dirty = dict(self._dirty)
+        self.restore()
+        try:
+            yield
+        finally:
+            for path, content in dirty.items():
+                self.write(path, content)
 
     def add_file(self, path: Path, content: bytes) -> None:
         """Put a file into the copy (a candidate test) as part of what the copy should hold."""

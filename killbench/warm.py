@@ -53,8 +53,11 @@ class WarmRunner:
         spawn = sb.pytest_spawn(root, ["-p", "killbench_warm", *sb.target.spec.tests], select=None,
                                 exclude=self.baseline.excluded, timeout=None)
         spawn.stdout, spawn.stderr = root / "server.out", root / "server.err"
-        self.server = Server(spawn)
-        ready = self.server.read(START_TIMEOUT)
+        # The server imports the target while it collects: from clean sources, or every
+        # later mutant of that file would run with the first one's edit still live.
+        with sb.clean():
+            self.server = Server(spawn)
+            ready = self.server.read(START_TIMEOUT)
         if not ready or not ready.get("ready"):
             tail = (root / "server.err").read_text(errors="replace")[-800:]
             self.server.stop()

@@ -22,7 +22,7 @@ def test_warm_equals_plain_when_warnings_are_errors(fixture_target, use_cache, t
     verdicts = {}
     for flag in ("--warm", "--no-warm"):
         out = tmp_path / f"{flag}.json"
-        p = subprocess.run([sys.executable, "-m", "killbench.cli", "mutate", str(project), flag,
+        p = subprocess.run([sys.executable, "-m", "killbench.cli", "mutate", str(project), flag, "--fresh",
                             "--json", str(out)], capture_output=True, text=True, timeout=900,
                            env={**os.environ, "KILLBENCH_CACHE": str(use_cache)})
         assert p.returncode == 0, p.stderr
