@@ -1,0 +1,195 @@
+"""The statistics' decisions, each pinned by a case built so that one wrong comparison, one
+wrong operator or one dropped check gives a different answer (issue 21: these changes to
+killbench.stats once survived the whole suite). Every expected value is derived here, by
+hand or with scipy, never by calling the code under test for it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from killbench import stats
+from killbench.compare import compare_runs
+from killbench.stats import (
+    cluster_bootstrap,
+    mcnemar_exact,
+    paired_bootstrap_difference,
+    tied_groups,
+    wilson_interval,
+)
+
+N = 20
+LEADER = [i < 10 for i in range(N)]  # kills mutants 0..9
+
+
+def _kills(*ids):
+    return [i in ids for i in range(N)]
+
+
+# X: 0..7 discordant with the leader (b = 8, c = 0); Y: b = 6; W: b = 8, c = 1 (mutant 10)
+X = _kills(8, 9)
+Y = _kills(6, 7, 8, 9)
+W = _kills(8, 9, 10)
+
+
+def test_the_constructed_p_values():
+    """The designs below rest on these exact McNemar p-values (scipy's exact binomial)."""
+    assert binomtest(0, 8, 0.5).pvalue == pytest.approx(2 / 2**8)  # X: 0.0078
+    assert binomtest(0, 6, 0.5).pvalue == pytest.approx(2 / 2**6)  # Y: 0.03125
+    assert binomtest(1, 9, 0.5).pvalue == pytest.approx(2 * 10 / 2**9)  # W: 0.0391
+    for other, (b, c) in ((X, (8, 0)), (Y, (6, 0)), (W, (8, 1))):
+        assert mcnemar_exact(b, c) == pytest.approx(binomtest(c, b + c, 0.5).pvalue)
+        got = (sum(l and not o for l, o in zip(LEADER, other)),
+               sum(o and not l for l, o in zip(LEADER, other)))
+        assert got == (b, c)
+
+
+def test_holm_thresholds_grow_as_comparisons_are_rejected():
+    # m = 2: X's p 0.0078 <= 0.05 / 2 is rejected, then Y's 0.03125 <= 0.05 / 1. With the
+    # thresholds of alpha / (m + i) Y's second one would be 0.05 / 3 and Y would stay.
+    assert tied_groups({"L": LEADER, "X": X, "Y": Y}) == [["L"], ["Y", "X"]]
+
+
+def test_holm_stops_at_the_first_comparison_it_cannot_reject():
+    # m = 3, thresholds 0.0167, 0.025, 0.05: X (0.0078) rejected, Y (0.03125 > 0.025) not,
+    # and the step-down stops there: W (0.039 <= 0.05) is not rejected either.
+    assert tied_groups({"L": LEADER, "X": X, "Y": Y, "W": W}) == [["L", "Y", "W"], ["X"]]
+
+
+def test_a_p_value_equal_to_its_threshold_is_rejected():
+    # b = 5, c = 0: p = 2 / 32 = 0.0625 exactly, and alpha / (1 - 0) = 0.0625 exactly
+    z = _kills(5, 6, 7, 8, 9)
+    assert mcnemar_exact(5, 0) == 0.0625
+    assert tied_groups({"L": LEADER, "Z": z}, alpha=0.0625) == [["L"], ["Z"]]
+    assert tied_groups({"L": LEADER, "Z": z}, alpha=0.0624) == [["L", "Z"]]
+
+
+# ---------------------------------------------------------------- paired difference
+
+
+def _clustered(seed=4):
+    rng = np.random.default_rng(seed)
+    a, b, labels = [], [], []
+    for t, (pa, pb) in enumerate([(0.6, 0.3), (0.2, 0.25), (0.5, 0.5), (0.9, 0.4)]):
+        for _ in range(40):
+            a.append(bool(rng.random() < pa))
+            b.append(bool(rng.random() < pb))
+            labels.append(f"t{t}")
+    return a, b, labels
+
+
+def _cluster_bootstrap_by_hand(a, b, labels, resamples, seed):
+    """Resample whole targets; the difference is pooled over the mutants drawn."""
+    names = sorted(set(labels))
+    d = {t: [int(x) - int(y) for x, y, l in zip(a, b, labels) if l == t] for t in names}
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(resamples):
+        drawn = [names[i] for i in rng.integers(0, len(names), size=len(names))]
+        out.append(sum(sum(d[t]) for t in drawn) / sum(len(d[t]) for t in drawn))
+    return np.quantile(out, [0.025, 0.975])
+
+
+def test_cluster_paired_difference_is_a_pooled_rate_difference():
+    a, b, labels = _clustered()
+    est = paired_bootstrap_difference(a, b, clusters=labels, resamples=4000, seed=0)
+    assert est.method == stats.CLUSTER_BOOTSTRAP
+    assert est[0] == pytest.approx((sum(a) - sum(b)) / len(a))
+    assert -1.0 <= est[1] <= est[0] <= est[2] <= 1.0
+    low, high = _cluster_bootstrap_by_hand(a, b, labels, 4000, 123)
+    assert est[1] == pytest.approx(low, abs=0.02)
+    assert est[2] == pytest.approx(high, abs=0.02)
+
+
+def test_paired_difference_when_the_second_generator_is_better():
+    # B kills 30 mutants A misses, A kills 5 that B misses: the difference is -25 / 100
+    a = [False] * 30 + [True] * 5 + [True] * 20 + [False] * 45
+    b = [True] * 30 + [False] * 5 + [True] * 20 + [False] * 45
+    est = paired_bootstrap_difference(a, b, resamples=20000, seed=0)
+    assert est[0] == -0.25
+    d = np.array(a, dtype=int) - np.array(b, dtype=int)
+    se = d.std() / np.sqrt(len(d))
+    assert est[1] == pytest.approx(-0.25 - 1.96 * se, abs=0.015)
+    assert est[2] == pytest.approx(-0.25 + 1.96 * se, abs=0.015)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"resamples": 0}, "resamples"), ({"resamples": True}, "resamples"),
+    ({"resamples": 10.0}, "resamples"), ({"confidence": 1.0}, "confidence"),
+    ({"confidence": 0.0}, "confidence"),
+])
+def test_paired_difference_checks_its_settings(kwargs, message):
+    a, b = [True, False, True], [False, False, True]
+    with pytest.raises(ValueError, match=message):
+        paired_bootstrap_difference(a, b, **kwargs)
+    with pytest.raises(ValueError, match=message):
+        paired_bootstrap_difference(a, b, clusters=["t1", "t2", "t2"], **kwargs)
+
+
+# ---------------------------------------------------------------- cluster bootstrap
+
+
+def test_the_wilson_floor_widens_one_side_only():
+    """Two targets, (17, 21) and (1, 1): the resampled ratios are 17/21, 18/22 and 1, so the
+    percentile interval is [17/21, 1]. Wilson's on 18/22 is [0.615, 0.927]: wider below,
+    narrower above. The floor takes the lower bound from Wilson and keeps the upper."""
+    clusters = [(17, 21), (1, 1)]
+    w_low, w_high = wilson_interval(18, 22)
+    assert w_low < 17 / 21 and w_high < 1.0
+    plain = cluster_bootstrap(clusters, resamples=4000, floor=False)
+    assert plain.method == stats.CLUSTER_BOOTSTRAP
+    assert (plain.low, plain.high) == pytest.approx((17 / 21, 1.0))
+    floored = cluster_bootstrap(clusters, resamples=4000)
+    assert floored.method == stats.WILSON_FLOOR
+    assert (floored.low, floored.high) == pytest.approx((w_low, 1.0))
+
+
+@pytest.mark.parametrize("clusters, message", [
+    ([(2.5, 5), (1, 2)], "k of cluster 0"), ([(1, 5.0), (1, 2)], "n of cluster 0"),
+    ([(1, 5), (True, 2)], "k of cluster 1"), ([(-1, 5), (1, 2)], "k of cluster 0"),
+    ([(1, 5, 7)], "cluster 0 must be a"),
+])
+def test_cluster_bootstrap_checks_each_cluster(clusters, message):
+    with pytest.raises(ValueError, match=message):
+        cluster_bootstrap(clusters, resamples=100)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"resamples": 0}, "resamples"), ({"confidence": 1.5}, "confidence")])
+def test_cluster_bootstrap_checks_its_settings(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        cluster_bootstrap([(1, 5), (2, 5)], **kwargs)
+
+
+@pytest.mark.parametrize("b, c", [(2.5, 1), (1, 2.5), (True, 1), (-1, 3), (3, -1)])
+def test_mcnemar_refuses_what_is_not_a_count(b, c):
+    with pytest.raises(ValueError):
+        mcnemar_exact(b, c)
+
+
+# ---------------------------------------------------------------- compare
+
+
+def _score(path, kills: dict[str, list[str]], n: dict[str, int], name):
+    path.mkdir()
+    targets = {t: {"kills": {"k": len(ids), "n": n[t]}, "killed_task_ids": ids,
+                   "population_source": f"manifest {t}"} for t, ids in kills.items()}
+    (path / "score.json").write_text(json.dumps({
+        "manifest_digest": "d", "run": {"generator": {"name": name}, "model": None},
+        "targets": targets}))
+    return path
+
+
+def test_compare_clusters_by_target_only_when_there_are_several(tmp_path):
+    one_a = _score(tmp_path / "1a", {"t": ["m0", "m1", "m2"]}, {"t": 20}, "A")
+    one_b = _score(tmp_path / "1b", {"t": ["m0"]}, {"t": 20}, "B")
+    single = compare_runs([one_a, one_b], resamples=1000)
+    assert single["difference"]["method"] == stats.MUTANT_BOOTSTRAP
+    two_a = _score(tmp_path / "2a", {"t": ["m0", "m1"], "u": ["m5"]}, {"t": 20, "u": 20}, "A")
+    two_b = _score(tmp_path / "2b", {"t": ["m0"], "u": []}, {"t": 20, "u": 20}, "B")
+    several = compare_runs([two_a, two_b], resamples=1000)
+    assert several["difference"]["method"] == stats.CLUSTER_BOOTSTRAP
+    assert several["difference"]["estimate"] == pytest.approx(2 / 40)
