@@ -324,6 +324,9 @@ def _progress_printer(what: str):
 @click.option("--split", type=click.Choice(["full", "lite"]), default="full", show_default=True,
               help="The benchmark's task split: full (50 tasks per target) or lite (4 per target, "
                    "for comparing models cheaply). Recorded in the run, score and bundle.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Only the split's first N tasks of each target: a quick look, scored on those "
+                   "N tasks and recorded as outside the rules (never ranked).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run directory (default: runs/<time>-<generator>); an interrupted run in it "
                    "is resumed.")
@@ -335,7 +338,7 @@ def _progress_printer(what: str):
               help="Score the run when it ends (same as `killbench score RUN_DIR`).")
 @_jobs_option
 def run(generator, model, targets, budget, gate_calls, seconds, isolation, gate_timeout, seed, split,
-        out, base_url, no_cache, opts, score, jobs) -> None:
+        limit, out, base_url, no_cache, opts, score, jobs) -> None:
     """Run a generator on targets' task sets; every test it writes goes through the gate."""
     from datetime import datetime, timezone
 
@@ -363,7 +366,7 @@ def run(generator, model, targets, budget, gate_calls, seconds, isolation, gate_
         path = run_generator(generator, names, model=model, budget=budget, gate_calls=gate_calls,
                              seconds=seconds, seed=seed, out=out, jobs=jobs, options=options,
                              base_url=base_url, no_cache=no_cache, gate_timeout=gate_timeout,
-                             isolation=isolation, split=split)
+                             isolation=isolation, split=split, limit=limit)
     except KeyboardInterrupt:
         executor.kill_all()
         click.echo(f"killbench: interrupted; everything done so far is in {out}. To resume: "

@@ -249,6 +249,11 @@ def check_bundle(path: Path) -> Entry:
             return Entry(path, refused=f"its records are not valid: {str(exc)[:300]}")
         if origin:
             return Entry(path, refused="provenance: " + "; ".join(origin)[:300])
+        from .manifests import WITHDRAWN
+        if records.config.manifest_digest in WITHDRAWN:
+            return Entry(path, refused=f"run against manifest digest "
+                                       f"{records.config.manifest_digest[:16]}…, withdrawn: "
+                                       f"{WITHDRAWN[records.config.manifest_digest][:200]}")
         if not fresh.complete:
             return Entry(path, refused="an incomplete run: " + "; ".join(fresh.incomplete)[:300])
         diff = compare_numbers(claimed, fresh.dump(), "its evidence gives")

@@ -52,6 +52,7 @@ from .targets import PreparedTarget, prepare
 from .workspace import exclusive
 
 log = logging.getLogger("killbench")
+PROGRESS_S = 30.0  # seconds between two progress lines of a run
 
 DEFAULT_TARGETS = ("cachetools",)
 GRACE_S = 5.0  # how long a stopped generator's thread may take to notice
@@ -206,7 +207,8 @@ def run_generator(generator_ref: str, target_names: list[str], *, model: str | N
                   seconds: float | None = None, seed: int = 0, out: Path | None = None,
                   jobs: int | None = None, options: dict | None = None, base_url: str | None = None,
                   no_cache: bool = False, gate_timeout: float | None = None,
-                  isolation: str | None = None, split: str = "full") -> Path:
+                  isolation: str | None = None, split: str = "full",
+                  limit: int | None = None) -> Path:
     """`killbench run`: returns the run directory (resumed when `out` holds this run)."""
     rules = load_rules()
     generator = load_generator(generator_ref, options)
@@ -230,8 +232,10 @@ def run_generator(generator_ref: str, target_names: list[str], *, model: str | N
     isolation = executor.require(isolation or rules.isolation)
     gate_timeout = float(gate_timeout if gate_timeout is not None else rules.gate_timeout_s)
     jobs = jobs or default_jobs()
+    if limit is not None and limit < 1:
+        raise UserError(f"--limit must be at least 1 task per target, got {limit}")
     overrides = {"tokens per target": budget, "gate calls per target": gate_calls,
-                 "seconds per target": seconds}
+                 "seconds per target": seconds, "tasks per target": limit}
     config = _config(generator_ref, generator, model, seed, options, isolation, gate_timeout,
                      overrides, rules, target_names, split)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -286,10 +290,17 @@ def _write_summary(rd: RunDirectory) -> None:
     rd.write_json("summary.json", summary)
 
 
-def _population(rd: RunDirectory, target: PreparedTarget, jobs: int, split: str) -> Population:
-    """The target's population: frozen now, or as the interrupted session froze it."""
+def _population(rd: RunDirectory, target: PreparedTarget, jobs: int, split: str,
+                limit: int | None = None) -> Population:
+    """The target's population: frozen now, or as the interrupted session froze it. With a
+    limit (`--limit`, a quick look) only the split's first `limit` tasks; the population's
+    source says so, so the run is scored on those tasks and never matches the benchmark's."""
     path = rd.path / "population" / f"{target.name}.json"
     fresh = freeze(target, jobs, split)
+    if limit is not None and limit < len(fresh.task_set):
+        controls = {k: v for k, v in fresh.controls.items() if k != "negative"}  # sealed: unknown here
+        fresh = fresh.model_copy(update={"task_set": fresh.task_set[:limit], "controls": controls,
+                                         "source": f"{fresh.source}, first {limit} tasks"})
     if path.exists():
         frozen = load(path, Population)
         if frozen.source != fresh.source:
@@ -311,6 +322,23 @@ class _Evaluations:
         self._done: dict[tuple, GateEntry] = {(e.candidate, e.task): e for e in earlier}
         self._pending: dict[tuple, Future] = {}
         self.asked_by_generator: set[tuple] = set()
+        self.status = None  # () -> str: tokens and time, set by the generation loop
+        self._shown = 0.0
+
+    def progress(self, final: bool = False) -> None:
+        """A plain line every PROGRESS_S (and at the end): a run is never silent for minutes.
+        Counted from the evidence, so a resumed run continues its counts."""
+        now = time.monotonic()
+        if not final and now - self._shown < PROGRESS_S:
+            return
+        self._shown = now
+        with self._lock:
+            done = list(self._done.values())
+        kept = sum(1 for e in done for t in e.tests if t.kept)
+        hit = len({e.task for e in done if e.task is not None and any(t.kept for t in e.tests)})
+        extra = self.status() if self.status is not None else ""
+        log.info("%s: %d of %d gate calls, %d tests kept, %d tasks with a kept test%s",
+                 self.target, len(done), self.limit, kept, hit, extra)
 
     @property
     def count(self) -> int:
@@ -355,6 +383,7 @@ class _Evaluations:
             self._pending.pop(key, None)
             self._done[key] = entry
         fut.set_result(entry)
+        self.progress()
         return entry
 
 
@@ -366,7 +395,7 @@ def _run_target(rd: RunDirectory, config: RunConfig, spec, ref: str, generator, 
     target = prepare(spec)
     with exclusive(workdir_for(target), spec.name):
         workdir = workdir_for(target)
-        pop = _population(rd, target, jobs, config.split)
+        pop = _population(rd, target, jobs, config.split, config.overrides.get("tasks per target"))
         baseline = load_or_run_baseline(target, workdir)
         needs_model = config.generator.needs_model
         budgets = rules.budgets(len(pop.task_set), needs_model)
@@ -493,6 +522,14 @@ def _generate(rd, config, name, generator, target, baseline, pop, tasks, texts, 
     started = time.monotonic()
     deadline = started + max(0.0, budgets.seconds - prior)
     ctx.deadline = deadline
+
+    def status() -> str:
+        tokens = f", {t_budget.spent:,} of {t_budget.limit:,} tokens" if t_budget is not None else ""
+        left = max(0.0, deadline - time.monotonic())
+        return f"{tokens}, {prior + time.monotonic() - started:.0f} s of generation, " \
+               f"at most {left:.0f} s left"
+
+    evals.status = status
     worker = threading.Thread(target=produce, name=f"generate-{name}", daemon=True)
     worker.start()
     error = None
@@ -563,6 +600,7 @@ def _generate(rd, config, name, generator, target, baseline, pop, tasks, texts, 
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+    evals.progress(final=True)
     summary = _summary(rd, name, len(tasks), budgets, evals, t_budget, elapsed, cpu, stop_reason,
                        error, metrics)
     rd.append("journal.jsonl", {"kind": "target-end", "target": name, "at": _now(),

@@ -180,3 +180,14 @@ def test_cite_prints_the_block_of_a_verified_bundle_only(tmp_path):
     b.write_bytes(b.read_bytes() + b"\0")  # other bytes than the ones verified
     with pytest.raises(UserError, match="names other bytes"):
         citation(b)
+
+
+def test_a_bundle_against_a_withdrawn_build_is_refused(tmp_path, monkeypatch):
+    from killbench import manifests
+    from killbench.manifests import current_digest
+
+    tasks = sorted(load_manifests()["cachetools"]["task_set"])
+    make_bundle(tmp_path, "honest", {"cachetools": tasks[:1]})
+    monkeypatch.setattr(manifests, "WITHDRAWN", {current_digest(): "a build found wrong"})
+    refused = _refused(write_leaderboard(tmp_path, tmp_path / "board.md", reexecute=None).read_text())
+    assert "withdrawn: a build found wrong" in refused["honest.tar.gz"]

@@ -66,3 +66,30 @@ def test_gate_calls_are_a_budget(fixture_target, use_cache, tmp_path):
     assert summary["gate_calls"] == 3 and summary["gate_calls_by_generator"] == 3
     assert summary["stopped"].startswith("gate-call budget spent: 3")
     assert summary["files"] == 0  # it never got to yield
+
+
+@pytest.mark.slow
+def test_limit_runs_and_scores_the_first_tasks_only(fixture_target, use_cache, tmp_path, caplog):
+    """`--limit N`: a quick look at the split's first N tasks. The generator sees N tasks, the
+    score's denominator is N, and the run says it is outside the rules; a progress line
+    counts the gate calls from the evidence."""
+    import logging
+
+    out = tmp_path / "run"
+    with caplog.at_level(logging.INFO, logger="killbench"):
+        run_generator("amplify", [str(fixture_target("basic"))], out=out, jobs=2,
+                      gate_timeout=20, limit=2)
+    config = json.loads((out / "config.json").read_text())
+    assert "tasks per target set to 2" in config["outside_rules"]
+    assert config["targets"]["basic"]["tasks"] == 2
+    tasks = json.loads((out / "tasks" / "basic.json").read_text())
+    assert len(tasks) == 2
+    pop = json.loads((out / "population" / "basic.json").read_text())
+    assert len(pop["task_set"]) == 2 and pop["source"].endswith(", first 2 tasks")
+    s = score_run(out, jobs=2, resamples=2000)
+    assert s.complete and s.targets["basic"].kills.n == 2
+    lines = [r.getMessage() for r in caplog.records if "gate calls" in r.getMessage()]
+    assert lines and lines[-1].startswith("basic: ")
+    with pytest.raises(UserError, match="--limit"):
+        run_generator("amplify", [str(fixture_target("basic"))], out=tmp_path / "r0", limit=0)
+    assert not (tmp_path / "r0").exists()
