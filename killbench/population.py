@@ -85,9 +85,15 @@ def from_manifest(manifest: dict, source: str, sources: dict[str, str],
     if not set(chosen) <= set(task):
         raise InvariantError(f"{manifest['target']['name']}: the {split_name} split holds mutants "
                              "outside the task set")
+    controls = dict(manifest.get("controls", {}))
+    negative = controls.get("negative")
+    if split_name != "full" and negative:
+        # the lite split holds exactly one of a target's negative controls when it has any
+        # (docs/benchmark.md); the commitment is over the full list, so it is not repeated
+        controls["negative"] = {"count": min(1, negative.get("count", 0)), "of_full": negative}
     pop = Population(target=manifest["target"]["name"], source=source, mutants=mutants,
                      task_set=chosen, held_out=held, split=split_name,
-                     controls=manifest.get("controls", {}),
+                     controls=controls,
                      held_out_minimum=manifest["held_out"]["minimum"],
                      sources={p: t for p, t in sources.items()
                               if any(m.path == p for m in mutants)})

@@ -324,6 +324,7 @@ class _Evaluations:
         self.asked_by_generator: set[tuple] = set()
         self.status = None  # () -> str: tokens and time, set by the generation loop
         self._shown = 0.0
+        self._last: tuple | None = None
 
     def progress(self, final: bool = False) -> None:
         """A plain line every PROGRESS_S (and at the end): a run is never silent for minutes.
@@ -331,13 +332,15 @@ class _Evaluations:
         now = time.monotonic()
         if not final and now - self._shown < PROGRESS_S:
             return
-        self._shown = now
         with self._lock:
             done = list(self._done.values())
         kept = sum(1 for e in done for t in e.tests if t.kept)
         hit = len({e.task for e in done if e.task is not None and any(t.kept for t in e.tests)})
+        if final and self._last == (len(done), kept, hit):
+            return  # the line just shown says it already
+        self._shown, self._last = now, (len(done), kept, hit)
         extra = self.status() if self.status is not None else ""
-        log.info("%s: %d of %d gate calls, %d tests kept, %d tasks with a kept test%s",
+        log.info("%s: gate calls %d of %d, kept tests %d, tasks with a kept test %d%s",
                  self.target, len(done), self.limit, kept, hit, extra)
 
     @property
@@ -429,7 +432,10 @@ def _run_target(rd: RunDirectory, config: RunConfig, spec, ref: str, generator, 
                              isolation=config.isolation) for i in range(jobs)]
         gate = Gate(sandboxes, baseline, timeout=config.gate_timeout_s)
         evals = _Evaluations(rd, gate, spec.name, mutants, budgets.gate_calls, earlier)
+        log.info("%s: %d tasks (%s split); gating %d positive controls first", spec.name,
+                 len(tasks), config.split, len(pop.controls.get("positive", [])))
         check_positive_controls(rd, gate, pop)  # before any generator or model call
+        log.info("%s: controls kept; %s generating", spec.name, generator.name)
         client = open_model(model, cache_dir=None, transcript=transcript, budget=t_budget,
                             base_url=base_url, no_cache=no_cache,
                             resume_from=rd.path / "transcript.jsonl" if resumed else None) \
@@ -540,8 +546,12 @@ def _generate(rd, config, name, generator, target, baseline, pop, tasks, texts, 
         while True:
             left = deadline - time.monotonic()
             try:
-                item = items.get(timeout=max(0.01, left)) if left > 0 else items.get_nowait()
+                item = items.get(timeout=max(0.01, min(left, PROGRESS_S))) if left > 0 \
+                    else items.get_nowait()
             except queue.Empty:
+                if deadline - time.monotonic() > 0:
+                    evals.progress()  # a generator thinking for minutes is still shown
+                    continue
                 halt(f"wall-time budget spent: {budgets.seconds:.0f} s of generation for {name}")
                 break
             kind = item[0]

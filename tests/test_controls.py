@@ -190,3 +190,17 @@ def test_threshold_is_not_big():
                          jobs=2, workdir=workdir, isolation="bwrap")
     (key,) = [row.key for row in matrix.rows]
     assert key in matrix.excluded and "disguise" in matrix.excluded[key]
+
+
+def test_the_lite_split_counts_its_own_negative_control():
+    """The lite split holds one negative control of a target that has any: its population
+    (and every score and leaderboard cell on it) says 1, not the full split's count."""
+    from killbench.manifests import load_manifests
+    from killbench.population import from_manifest
+
+    for name, m in load_manifests().items():
+        full = (m.get("controls") or {}).get("negative", {}).get("count", 0)
+        lite = from_manifest(m, "manifest x lite split", {}, "lite").controls.get("negative") or {}
+        assert lite.get("count", 0) == min(1, full), name
+        assert from_manifest(m, "manifest x", {}, "full").controls.get("negative", {}).get(
+            "count", 0) == full

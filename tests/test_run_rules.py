@@ -89,7 +89,7 @@ def test_limit_runs_and_scores_the_first_tasks_only(fixture_target, use_cache, t
     s = score_run(out, jobs=2, resamples=2000)
     assert s.complete and s.targets["basic"].kills.n == 2
     lines = [r.getMessage() for r in caplog.records if "gate calls" in r.getMessage()]
-    assert lines and lines[-1].startswith("basic: ")
+    assert lines and lines[-1].startswith("basic: gate calls ")
     with pytest.raises(UserError, match="--limit"):
         run_generator("amplify", [str(fixture_target("basic"))], out=tmp_path / "r0", limit=0)
     assert not (tmp_path / "r0").exists()
