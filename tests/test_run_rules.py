@@ -76,9 +76,9 @@ def test_limit_runs_and_scores_the_first_tasks_only(fixture_target, use_cache, t
     import logging
 
     out = tmp_path / "run"
+    project = fixture_target("basic")
     with caplog.at_level(logging.INFO, logger="killbench"):
-        run_generator("amplify", [str(fixture_target("basic"))], out=out, jobs=2,
-                      gate_timeout=20, limit=2)
+        run_generator("amplify", [str(project)], out=out, jobs=2, gate_timeout=20, limit=2)
     config = json.loads((out / "config.json").read_text())
     assert "tasks per target set to 2" in config["outside_rules"]
     assert config["targets"]["basic"]["tasks"] == 2
@@ -91,5 +91,5 @@ def test_limit_runs_and_scores_the_first_tasks_only(fixture_target, use_cache, t
     lines = [r.getMessage() for r in caplog.records if "gate calls" in r.getMessage()]
     assert lines and lines[-1].startswith("basic: gate calls ")
     with pytest.raises(UserError, match="--limit"):
-        run_generator("amplify", [str(fixture_target("basic"))], out=tmp_path / "r0", limit=0)
+        run_generator("amplify", [str(project)], out=tmp_path / "r0", limit=0)
     assert not (tmp_path / "r0").exists()
