@@ -409,3 +409,42 @@ def test_transcript_drops_a_torn_last_line_and_keeps_appending(tmp_path):
     with Transcript(path) as transcript:
         transcript.append({"kind": "call", "n": 3})
     assert [(line["seq"], line["n"]) for line in Transcript.read(path)] == [(0, 1), (1, 3)]
+
+
+def test_fixed_sampler_settings_reach_the_server_name_the_request_and_replay(
+        tmp_path, run_dir, monkeypatch):
+    """A local model's repetition penalty changes its answers, so it is sent with every
+    request, is part of the request key (a cache entry made without it never answers a
+    request with it), and a replay of such a run asks exactly the same questions."""
+    with FakeOpenAI(Reply("plain", 10, 2), Reply("penalised", 10, 3)) as server:
+        plain = openai_client(server, run_dir, tmp_path, monkeypatch=monkeypatch)
+        first = plain.complete(ASK, max_tokens=32)
+        sampled = openai_client(server, run_dir, tmp_path, monkeypatch=monkeypatch)
+        sampled.sampling = {"repeat_penalty": 1.1}
+        second = sampled.complete(ASK, max_tokens=32)
+        bodies = [r.body for r in server.received]
+    assert "repeat_penalty" not in bodies[0] and bodies[1]["repeat_penalty"] == 1.1
+    assert (first.text, second.text) == ("plain", "penalised")  # no cache hit across them
+    assert first.request_hash != second.request_hash and not second.cached
+    calls = [line for line in lines(run_dir) if line["kind"] == "call"]
+    assert "sampling" not in calls[0]["request"]
+    assert calls[1]["request"]["sampling"] == {"repeat_penalty": 1.1}
+
+    sampled_run = tmp_path / "sampled"
+    sampled_run.mkdir()
+    (sampled_run / "transcript.jsonl").write_text(json.dumps(calls[1]) + "\n")
+    replay = open_model(f"replay/{sampled_run}", cache_dir=None, transcript=None, budget=None)
+    again = replay.complete(ASK, max_tokens=32)
+    assert (again.text, again.request_hash) == ("penalised", second.request_hash)
+    with pytest.raises(UserError, match="different sampler settings"):
+        (sampled_run / "transcript.jsonl").write_text(
+            json.dumps(calls[0]) + "\n" + json.dumps(calls[1]) + "\n")
+        open_model(f"replay/{sampled_run}", cache_dir=None, transcript=None, budget=None)
+
+
+def test_the_qwen_models_are_served_with_a_repetition_penalty():
+    from killbench.models.local import CATALOGUE
+
+    for name in ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"):
+        assert dict(CATALOGUE[name].sampling) == {"repeat_penalty": 1.1}
+    assert CATALOGUE["gemma3-270m"].sampling == ()  # its cache entries keep their keys

@@ -128,9 +128,14 @@ def request_key(request: dict) -> str:
 
 
 def build_request(provider: str, model: str, messages: list[dict], *, max_tokens: int,
-                  temperature: float, stop: list[str] | None, mode: str) -> dict:
-    """The canonical request: everything that can change the answer, and no base URL."""
-    return {
+                  temperature: float, stop: list[str] | None, mode: str,
+                  sampling: dict | None = None) -> dict:
+    """The canonical request: everything that can change the answer, and no base URL.
+
+    ``sampling`` holds a client's fixed sampler settings beyond the temperature (a local
+    model's repetition penalty): a key only when there are any, so every other request,
+    and every cache entry written before the key existed, keeps its hash."""
+    request = {
         "format": REQUEST_FORMAT,
         "provider": provider,
         "model": model,
@@ -140,6 +145,9 @@ def build_request(provider: str, model: str, messages: list[dict], *, max_tokens
         "temperature": temperature,
         "stop": stop,
     }
+    if sampling:
+        request["sampling"] = dict(sampling)
+    return request
 
 
 def prompt_from_messages(messages: list[dict]) -> str:
@@ -184,6 +192,7 @@ class ModelClient(abc.ABC):
 
     modes: frozenset[str] = frozenset({"chat"})
     sdk: str | None = None  # "name version" of the SDK behind it, for the transcript
+    sampling: dict | None = None  # fixed sampler settings sent with every request (local models)
 
     def __init__(self, settings: ClientSettings):
         self.settings = settings
@@ -240,7 +249,8 @@ class ModelClient(abc.ABC):
                               "budget": self.budget.as_dict()})
                 raise
         request = build_request(self.provider, self.model, messages, max_tokens=granted,
-                                temperature=temperature, stop=stop, mode=mode)
+                                temperature=temperature, stop=stop, mode=mode,
+                                sampling=self.sampling)
         key = request_key(request)
         started = time.monotonic()
         try:

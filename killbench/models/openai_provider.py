@@ -50,6 +50,8 @@ class OpenAIClient(ModelClient):
         if request["stop"] is not None:
             params["stop"] = request["stop"]
         params["temperature"] = request["temperature"]
+        if request.get("sampling"):  # llama.cpp's own request fields (repeat_penalty, ...)
+            params["extra_body"] = dict(request["sampling"])
         try:
             if request["mode"] == "completion":
                 params.update(prompt=prompt_from_messages(request["messages"]),

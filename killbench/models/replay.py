@@ -11,6 +11,7 @@ Usage is replayed as recorded, so the budget runs out at the same call.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import defaultdict, deque
 from pathlib import Path
@@ -82,7 +83,14 @@ def open_replay(settings: ClientSettings) -> ModelClient:
         raise UserError(f"replay/{settings.model}: the transcript holds calls to several "
                         f"models ({', '.join('/'.join(m) for m in models)}); replay one run's "
                         "transcript at a time")
+    samplings = {json.dumps(c["request"].get("sampling"), sort_keys=True) for c in calls}
+    if len(samplings) > 1:
+        raise UserError(f"replay/{settings.model}: the transcript's calls were made with "
+                        f"different sampler settings ({', '.join(sorted(samplings))}); replay "
+                        "one run's transcript at a time")
     provider, model = models[0] if models else ("replay", str(run_dir))
-    return ReplayClient(ClientSettings(
+    client = ReplayClient(ClientSettings(
         provider=provider, model=model, base_url=None, cache=None,
         transcript=settings.transcript, budget=settings.budget), run_dir, calls)
+    client.sampling = json.loads(samplings.pop()) if samplings else None
+    return client
