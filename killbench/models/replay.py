@@ -17,7 +17,7 @@ from collections import defaultdict, deque
 from pathlib import Path
 
 from ..errors import UserError
-from .base import ClientSettings, ModelClient, ModelError, Reply
+from .base import ClientSettings, ModelClient, ModelError, Reply, canonical_json
 from .transcript import TRANSCRIPT_NAME, Transcript
 
 
@@ -83,7 +83,7 @@ def open_replay(settings: ClientSettings) -> ModelClient:
         raise UserError(f"replay/{settings.model}: the transcript holds calls to several "
                         f"models ({', '.join('/'.join(m) for m in models)}); replay one run's "
                         "transcript at a time")
-    samplings = {json.dumps(c["request"].get("sampling"), sort_keys=True) for c in calls}
+    samplings = {canonical_json(c["request"].get("sampling")).decode() for c in calls}
     if len(samplings) > 1:
         raise UserError(f"replay/{settings.model}: the transcript's calls were made with "
                         f"different sampler settings ({', '.join(sorted(samplings))}); replay "
