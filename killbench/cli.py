@@ -16,8 +16,8 @@ from .errors import ExitCode, KillbenchError
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="killbench: %(message)s", stream=sys.stderr)
-    if not verbose:  # the SDKs log every request at INFO ("HTTP Request: POST ...")
-        for name in ("httpx", "httpcore", "openai", "anthropic"):
+    if not verbose:  # the SDKs' HTTP clients log every request at INFO ("HTTP Request: POST ...")
+        for name in ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "anthropic"):
             logging.getLogger(name).setLevel(logging.WARNING)
 
 

@@ -448,3 +448,29 @@ def test_the_qwen_models_are_served_with_a_repetition_penalty():
     for name in ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"):
         assert dict(CATALOGUE[name].sampling) == {"repeat_penalty": 1.1}
     assert CATALOGUE["gemma3-270m"].sampling == ()  # its cache entries keep their keys
+
+
+def test_the_console_drops_the_http_clients_request_lines_unless_verbose(
+        tmp_path, run_dir, monkeypatch, caplog):
+    """Every model request logged an "HTTP Request" line at INFO: the SDK's HTTP client is
+    httpx2 now, and only httpx's logger was quietened."""
+    import logging
+
+    from killbench import cli
+    caplog.set_level(logging.INFO)
+    with FakeOpenAI(Reply("x", 1, 1), Reply("y", 1, 1)) as server:
+        client = openai_client(server, run_dir, tmp_path, monkeypatch=monkeypatch)
+        client.complete(ASK, max_tokens=8, attempt_id="loud")
+        loud = [r.name for r in caplog.records if not r.name.startswith("killbench")]
+        assert loud, "the control: an HTTP client logs a request at INFO by default"
+        caplog.clear()
+        names = {n.split(".")[0] for n in loud}
+        try:
+            cli._setup_logging(verbose=False)
+            client.complete(ASK + [{"role": "user", "content": "again"}], max_tokens=8,
+                            attempt_id="quiet")
+        finally:
+            for name in names | {"httpx", "httpcore", "openai", "anthropic"}:
+                logging.getLogger(name).setLevel(logging.NOTSET)
+        assert len(server.received) == 2  # the second request was sent, not cached
+        assert [r.name for r in caplog.records if not r.name.startswith("killbench")] == []
