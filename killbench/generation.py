@@ -85,7 +85,7 @@ class GenerationContext:
     baseline: Any = None
     budgets: Any = None  # killbench.evidence.Budgets: tokens, gate calls, seconds for this target
     python: Any = None  # the interpreter of the target's environment (a Path)
-    execute: Callable[..., Any] | None = None  # run a command with the target importable (see docs)
+    workspace: Callable[[], Any] | None = None  # () -> killbench.execution.Workspace (see docs)
     report: Callable[[dict], None] | None = None  # the generator's own metrics, into the summary
     stopping: Callable[[], bool] = lambda: False  # True once a budget is spent: stop soon
     isolation: str = "none"  # the level every run of a test gets

@@ -37,6 +37,7 @@ from pathlib import Path
 from . import __version__, executor
 from .config import resolve
 from .errors import GeneratorError, HarnessError, KillbenchError, UserError
+from .execution import Workspace
 from .evidence import (Budgets, GateEntry, GenerationSummary, GeneratorInfo, Population,
                        RunConfig, Submission, TargetConfig, load, read_jsonl, write)
 from .gate import GATE_TIMEOUT, Gate, candidate_id, source_bytes
@@ -507,7 +508,25 @@ def _generate(rd, config, name, generator, target, baseline, pop, tasks, texts, 
         tasks=list(tasks), model=client, budget=t_budget, gate=ctx_gate, seed=config.seed,
         options=dict(config.options), read_test=_read_test_factory(target), log=logger,
         prepared=target, baseline=baseline, budgets=budgets, python=target.env.python,
-        execute=None, report=report, stopping=stop.is_set, isolation=config.isolation)
+        workspace=None, report=report, stopping=stop.is_set, isolation=config.isolation)
+    workspaces: list[Workspace] = []
+
+    def workspace() -> Workspace:
+        """The target's copy for the generator's own commands: made on first use."""
+        if not workspaces:
+            workspaces.append(Workspace(
+                target, workdir_for(target) / "sandboxes" / "workspace",
+                isolation=config.isolation, seconds_left=ctx.seconds_left,
+                spent=lambda: WallTimeExhausted(
+                    stop_reason[0] if stop_reason else
+                    f"wall-time budget spent: {budgets.seconds:.0f} s of generation for {name}",
+                    limit=0, spent=0),
+                hashseed=str(config.seed)))
+        if stop.is_set():
+            raise workspaces[0]._spent()
+        return workspaces[0]
+
+    ctx.workspace = workspace
 
     def produce():
         started = time.thread_time()
