@@ -308,7 +308,8 @@ def _progress_printer(what: str):
               help="A registered generator name or module:attr.")
 @click.option("--model", "-m", default=None, help="provider/model, e.g. openai/gpt-4.1.")
 @click.option("--targets", "-t", default=None,
-              help="Comma-separated pins or project directories (default: cachetools).")
+              help="Comma-separated pins or project directories, or `all`: every pinned "
+                   "target, as a leaderboard row needs (default: cachetools).")
 @click.option("--budget", type=click.IntRange(min=1), default=None,
               help="Token ceiling per target (default: the benchmark's rules, manifests/rules.toml).")
 @click.option("--gate-calls", type=click.IntRange(min=1), default=None,
@@ -352,7 +353,11 @@ def run(generator, model, targets, budget, gate_calls, seconds, isolation, gate_
         if not sep:
             raise click.BadParameter(f"{o!r} is not KEY=VALUE", param_hint="--option")
         options[key] = value
-    if targets is not None:
+    if targets is not None and targets.strip() == "all":
+        from .config import list_pins
+
+        names = [p.stem for p in list_pins()]  # the benchmark's pins: what a leaderboard row needs
+    elif targets is not None:
         names = [t.strip() for t in targets.split(",")]
         if not any(names) or not all(names):
             raise click.BadParameter("give one or more targets, separated by commas", param_hint="--targets")

@@ -95,3 +95,22 @@ def test_preregister_stores_every_check(tmp_path):
     bad = CliRunner().invoke(main, ["preregister", "--run", str(tmp_path / "s"), "--check",
                                     "pooled.kills >= 1", "--check", "pooled.nosuch < 1", "x"])
     assert bad.exit_code == ExitCode.USER_ERROR and not (tmp_path / "s").exists()
+
+
+def test_targets_all_names_every_pinned_target(tmp_path, monkeypatch):
+    """`--targets all` is the benchmark's twelve pins, in order: a leaderboard row needs
+    every one, and listing them by hand is how a run ends up with one target missing."""
+    import killbench.run
+    from killbench.config import list_pins
+
+    seen = {}
+
+    def stop_here(generator, names, **kw):
+        seen["names"] = names
+        raise SystemExit(0)
+
+    monkeypatch.setattr(killbench.run, "run_generator", stop_here)
+    CliRunner().invoke(main, ["run", "-t", "all", "--out", str(tmp_path / "r")], env=NO_KEYS)
+    pins = [p.stem for p in list_pins()]
+    assert len(pins) == 12 and "cachetools" in pins and "toolz" in pins
+    assert seen["names"] == pins
