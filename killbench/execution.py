@@ -152,15 +152,17 @@ class Workspace:
         }
         environment.update({str(k): str(v) for k, v in (env or {}).items()})
         policy = Policy()
+        logs = self._root / f"log{self.runs}"
+        logs.mkdir()
+        if self.isolation == "bwrap" and os.geteuid() == 0:
+            os.chown(logs, executor.NOBODY, executor.NOBODY)  # the launcher writes rusage.json
         if self.isolation == "bwrap":
             prefixes = {Path(os.path.realpath(argv[0])).parent.parent, tool_bin.parent,
                         Path(os.path.realpath(self.target.env.python)).parent.parent}
             policy = Policy("bwrap", readable=(*sorted(prefixes), self.target.env.root,
                                                self._sandbox.root, self._boot,
                                                executor.LAUNCHER.parent, *map(Path, readable)),
-                            writable=(out,), dirs=(home, tmp))
-        logs = self._root / f"log{self.runs}"
-        logs.mkdir()
+                            writable=(out, logs), dirs=(home, tmp))
         spawn = Spawn(argv, cwd=out, env=environment, timeout=timeout,
                       stdout=logs / "stdout.txt", stderr=logs / "stderr.txt",
                       limits=Limits(address_space=memory_bytes), policy=policy,

@@ -40,6 +40,7 @@ def test_a_command_imports_the_targets_copy_and_writes_only_its_output(basic, tm
     ws = workspace(basic, tmp_path, level, hashseed="7")
     res = ws.run([ws.python, "-c", REPORT], timeout=60)
     assert res.ok, res.stderr
+    assert res.cpu_s > 0  # the command's own CPU time, also from inside bwrap
     report = json.loads((res.out / "report.json").read_text())
     root = (tmp_path / f"ws-{level}").resolve()
     # the package comes from the workspace's copy, never from the project the user gave
