@@ -123,3 +123,27 @@ def test_bad_commands_are_clear_errors(basic, tmp_path):
         ws.run([], timeout=5)
     with pytest.raises(UserError, match="timeout"):
         ws.run([ws.python, "-c", "pass"], timeout=0)
+
+
+@pytest.mark.slow
+def test_the_workspace_plugin_of_the_docs_runs_as_written(fixture_target, use_cache, tmp_path,
+                                                         monkeypatch):
+    """docs/generators.md's workspace example, cut from the page and run as a plug-in: a
+    generator written from the docs alone runs its own code in the target's environment."""
+    import re
+
+    from killbench.run import run_generator
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "generators.md").read_text()
+    [code] = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S)
+              if "class SmallIntsGenerator" in b]
+    (tmp_path / "small_ints.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = run_generator("small_ints:SmallIntsGenerator", [str(fixture_target("basic"))],
+                        out=tmp_path / "run", jobs=2)
+    summary = json.loads((out / "summary.json").read_text())["basic"]
+    subs = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
+    sources = [(out / "candidates" / f"{s['candidate']}.py").read_text() for s in subs]
+    # is_big(10) is False and is_big(11) True: the boundary mutant's test is among them
+    assert any("assert repr(is_big(10)) == 'False'" in s for s in sources)
+    assert summary["kept_tests"] >= 1
