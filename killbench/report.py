@@ -456,7 +456,10 @@ def write_leaderboard(folder: Path, out: Path, reexecute: int | None = 2, seed: 
         mine = [e for e in listed if e.split == sp and e.score is not None]
         if not mine:
             continue
-        lines += [f"## {sp.capitalize()} split", "", _table(mine, status, splits[sp], manifests), ""]
+        lines += [f"## {sp.capitalize()} split", "", _table(mine, status, splits[sp], manifests), "",
+                  f"Per target, {sp} split: task kills of each entry (its killed tasks among the "
+                  "target's tasks in the split; `-`: the entry did not run the target).", "",
+                  _per_target(mine, splits[sp]), ""]
     if older:
         lines += ["## Scored on earlier benchmark versions", "",
                   "Numbers recomputed from each bundle's own evidence, on the manifests it was "
@@ -476,6 +479,27 @@ def write_leaderboard(folder: Path, out: Path, reexecute: int | None = 2, seed: 
                                                      headers=["bundle", "status"], tablefmt="github"), ""]
     out.write_text("\n".join(lines))
     return out
+
+
+def _per_target(listed: list[Entry], tasks: dict[str, list[str]]) -> str:
+    """Targets down, entries across (in the split table's order): where a pooled number
+    comes from, and whether one target carries it."""
+    order = sorted(listed, key=lambda e: (-(e.score.get("pooled_kills") or {"estimate": 0})["estimate"],
+                                          e.path.name))
+    heads = []
+    for e in order:
+        gen = e.config["generator"]
+        model = e.config.get("model")
+        heads.append(f"{gen['name']} {gen.get('version', '')}".strip() + (f" · {model}" if model else ""))
+    rows = []
+    for name in sorted(tasks):
+        ids = set(tasks[name])
+        row = [name, len(ids)]
+        for e in order:
+            t = e.score["targets"].get(name)
+            row.append("-" if t is None else len(ids & set(t.get("killed_task_ids", []))))
+        rows.append(row)
+    return tabulate(rows, headers=["target", "tasks", *heads], tablefmt="github")
 
 
 def _table(listed: list[Entry], status: dict, tasks: dict[str, list[str]], manifests: dict) -> str:

@@ -68,6 +68,16 @@ def test_groups_over_the_whole_benchmark(tmp_path):
     assert rows["own.tar.gz"]["group"] == "-" and "some-project outside" in rows["own.tar.gz"]["targets"]
     # outside the rules: listed, flagged, never grouped
     assert rows["loose.tar.gz"]["group"] == "-" and rows["loose.tar.gz"]["rules"].startswith("outside")
+    # per target: where each pooled number comes from
+    per = text.split("Per target, full split")[1].split("\n## ")[0]
+    lines = [[c.strip() for c in line.strip().strip("|").split("|")] for line in per.splitlines()
+             if line.startswith("|")]
+    head, body = lines[0], {r[0]: dict(zip(lines[0], r)) for r in lines[2:]}
+    assert head[:2] == ["target", "tasks"] and "strong 7" in head and "weak 7" in head
+    cache = body["cachetools"]
+    assert cache["tasks"] == str(len(manifests["cachetools"]["splits"]["full"]))
+    assert cache["strong 7"] == "10" and cache["weak 7"] == "0" and cache["loose 7"] == "12"
+    assert body["toolz"]["strong 7"] == "-"  # not run
 
 
 def test_a_forged_bundle_is_not_listed(tmp_path):
