@@ -17,7 +17,8 @@ from .harness import (decided_without_run, enumerate_target, load_or_run_baselin
                       run_mutants, summarize, workdir_for)
 from .mutate import Candidate, default_operators
 from .records import Mutant, MutantRecord, Outcome
-from .runner import RunSettings, run_clean, run_mutant, selection_for
+from .runner import RunSettings, classify, run_clean, run_mutant, selection_for
+from .runner import _run as runner_run
 from .sandbox import Sandbox
 from .targets import PreparedTarget, prepare
 
@@ -95,15 +96,18 @@ def _run_doctor(spec, target, jobs, sample, seed, settings) -> tuple[list[Check]
     checks: list[Check] = []
     sb = Sandbox(target, workdir / "sandboxes" / "doctor")
 
-    # 1. the suite imports the target from the sandbox
-    report_out = run_clean(sb, baseline, None, settings)
-    files = {k: str(sb.root / v) for k, v in baseline.modules.items()}
-    inside = all(v.startswith("site/") or v.startswith("tree/") for v in baseline.modules.values())
+    # 1. the suite imports the target from the sandbox (what this run imported, not the
+    # baseline's record of it)
+    report = runner_run(sb, baseline, None, settings)
+    verdict, _, detail = classify(report, sb)
+    imported = {k: v for k, v in report.modules.items() if v}
+    inside = bool(imported) and all(sb.contains(v) for v in imported.values())
     checks.append(Check(
         "imports from the sandbox",
         "the suite imports the target from the worker's copy and passes on clean code",
-        f"imported {', '.join(f'{k} from {v}' for k, v in files.items())}; clean run {report_out.verdict}",
-        inside and report_out.verdict == "survived"))
+        f"imported {', '.join(f'{k} from {v}' for k, v in imported.items()) or 'nothing'}; "
+        f"clean run {verdict}" + (f" ({detail})" if detail else ""),
+        inside and verdict == "survived"))
 
     # 2. a canary that breaks a reached function is killed
     cov = {p: c.get("executed", {}) for p, c in baseline.coverage.items()}

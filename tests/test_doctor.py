@@ -32,3 +32,118 @@ def test_doctor_catches_mutants_written_to_the_wrong_copy(fixture_target, use_ca
     failed = {c.name for c in checks if not c.ok}
     assert "canary is killed" in failed
     assert "no stale bytecode" in failed
+
+
+def _doctor(fixture_target, monkeypatch=None, patch=None):
+    """The doctor on a fresh copy of `basic`, with `patch(target)` applied after the
+    baseline exists (a fault in the baseline itself is refused before doctor starts)."""
+    from killbench.harness import load_or_run_baseline, workdir_for
+    from killbench.targets import prepare
+
+    spec = load_local(fixture_target("basic"))
+    target = prepare(spec)
+    load_or_run_baseline(target, workdir_for(target))
+    if patch is not None:
+        patch(target)
+    checks, _ = run_doctor(spec, jobs=2, sample=6, settings=FAST)
+    return {c.name: c for c in checks}
+
+
+@pytest.mark.slow
+def test_imports_check_fails_when_the_suite_imports_the_shared_copy(fixture_target, use_cache,
+                                                                    monkeypatch):
+    """The tests import the prepared target every run shares, not the worker's copy."""
+    def patch(target):
+        monkeypatch.setattr(Sandbox, "python_path", lambda self: [str(target.site)])
+
+    checks = _doctor(fixture_target, monkeypatch, patch)
+    c = checks["imports from the sandbox"]
+    assert not c.ok
+    assert "clean run harness-error" in c.observed and str(c.observed).count("outside") >= 1
+
+
+@pytest.mark.slow
+def test_stale_check_fails_when_a_clean_run_still_sees_the_mutant(fixture_target, use_cache,
+                                                                  monkeypatch):
+    """State left by one run reaches the next: the clean code is never put back."""
+    monkeypatch.setattr(Sandbox, "restore", lambda self: None)
+    checks = _doctor(fixture_target)
+    c = checks["no stale bytecode"]
+    assert not c.ok
+    assert c.observed.split(" -> ")[1] != "survived"  # the clean run after the mutant
+    assert checks["imports from the sandbox"].ok  # the first run had no mutant to leak
+
+
+@pytest.mark.slow
+def test_parallel_check_fails_when_the_pool_runs_the_clean_code(fixture_target, use_cache,
+                                                                monkeypatch):
+    """The parallel pool's workers never write their mutant; one worker (serial) does."""
+    real = Sandbox.write
+
+    def write(self, path, content):
+        if not self.root.name.startswith("doctor-p"):
+            real(self, path, content)
+
+    monkeypatch.setattr(Sandbox, "write", write)
+    checks = _doctor(fixture_target)
+    c = checks["parallel equals serial"]
+    assert not c.ok and c.details
+    assert all("parallel survived, serial killed" in d for d in c.details)
+
+
+@pytest.mark.slow
+def test_warm_check_fails_when_the_warm_runner_skips_the_mutant(fixture_target, use_cache,
+                                                                monkeypatch):
+    """The warm runner's child is told no function to swap: it runs the covering tests on
+    the clean code it imported, and reports that as the mutant's verdict."""
+    from killbench import executor
+
+    real = executor.Server.send
+
+    def send(self, job):
+        return real(self, dict(job, function=None) if "function" in job else job)
+
+    monkeypatch.setattr(executor.Server, "send", send)
+    checks = _doctor(fixture_target)
+    c = checks["warm runner equals plain"]
+    assert not c.ok and c.details
+    assert all("warm survived, plain killed" in d for d in c.details)
+    assert checks["parallel equals serial"].ok  # both pools were warm, and wrong alike
+
+
+@pytest.mark.slow
+def test_covering_check_fails_when_the_selection_misses_the_killing_test(fixture_target,
+                                                                         use_cache, monkeypatch):
+    """Every mutant is run against one test that executes none of its lines."""
+    import killbench.doctor as doctor
+
+    real = doctor.selection_for
+
+    def selection(reach, baseline):
+        covering = real(reach, baseline)
+        if covering is None:  # import-time code: the full suite, as before
+            return None
+        others = [t for t in sorted(baseline.tests) if t not in covering]
+        return others[:1] or covering
+
+    monkeypatch.setattr(doctor, "selection_for", selection)
+    checks = _doctor(fixture_target)
+    c = checks["covering tests equal the full suite"]
+    assert not c.ok
+    assert any("covering survived, full suite killed" in d for d in c.details)
+
+
+@pytest.mark.slow
+def test_counts_check_fails_when_the_task_set_rule_is_wrong(fixture_target, use_cache,
+                                                            monkeypatch):
+    """The task-set rule also takes killed mutants."""
+    import killbench.population as population
+
+    real = population.is_task
+    monkeypatch.setattr(population, "is_task",
+                        lambda verdict, reachable, unkillable:
+                        real(verdict, reachable, unkillable) or verdict == "killed")
+    checks = _doctor(fixture_target)
+    c = checks["the counts add up"]
+    assert not c.ok
+    assert "the task set is not the reachable, killable survivors" in c.observed
