@@ -186,6 +186,14 @@ def write_report(run_dirs: list[Path], out: Path) -> Path:
                            tablefmt="github"), ""]
     names = _plots(scores, labels, out)
     lines += ["## Plots", ""] + [f"![{n}]({n})" for n in names] + [""]
+    from .html_report import write_html
+
+    pages = []
+    for i, (d, label) in enumerate(zip(run_dirs, labels), 1):
+        page = write_html(d, out / f"run{i}.html")
+        pages.append(f"- [{label}]({page.name}): every task with its diff and the kept tests "
+                     "that kill it, and every kept test's code")
+    lines += ["## Browse each run", ""] + pages + [""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path

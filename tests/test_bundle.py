@@ -86,6 +86,13 @@ def test_bundle_verify_and_tamper(fixture_target, use_cache, tmp_path):
     assert {p.name for p in (tmp_path / "report").glob("*.png")} == {
         "kill_rate.png", "funnel.png", "transfer_by_class.png", "kills_vs_tokens.png"}
     assert "1 / 6 (16.7%)" in report.read_text()
+    page = (tmp_path / "report" / "run1.html").read_text()
+    assert "run1.html" in report.read_text()
+    [killed_row] = [r for r in page.split("<tr") if r.startswith(' class="killed"')]
+    [key] = [k for k, ids in json.loads((run / "score.json").read_text())["targets"]["basic"]
+             ["kills_by_test"].items() if ids]
+    assert key.split("::")[1] in killed_row  # the task's row names the test that kills it
+    assert f"def {key.split('::')[1].split('[')[0]}(" in page  # and the test's code is shown
     board = write_leaderboard(tmp_path, tmp_path / "leaderboard.md").read_text()
     assert "few-tests" in board and "sub.tar.gz" in board and "bwrap" in board
     mtr = export_mutation_testing_report(run)

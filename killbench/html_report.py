@@ -1,0 +1,153 @@
+"""One scored run as a page a person can browse: every task with its diff and the kept
+tests that kill it, every kept test's code, and the held-out kills, per target.
+
+A reporter only: it reads the run directory (score.json, the tasks, the candidates) and
+computes nothing a score does not already hold. Everything shown that a generator wrote
+(test names, code) is escaped: the page is opened by people ranking untrusted output.
+The page is one self-contained file with no script and no remote resource, so it opens
+offline and from a bundle as it is.
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import json
+from pathlib import Path
+
+from .errors import UserError
+
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
+h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; width: 100%; margin: 0.5em 0 1em; }
+th, td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.killed { background: #e3f6e3; } .survived { background: #fbe9e9; }
+.badge { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 0.9em; }
+.badge.killed { border: 1px solid #6b6; } .badge.survived { border: 1px solid #c66; }
+pre { background: #f8f8f8; padding: 6px; overflow-x: auto; margin: 0; font-size: 12.5px; }
+.add { color: #075e07; } .del { color: #9b1111; } .meta { color: #777; }
+summary { cursor: pointer; } .muted { color: #666; }
+"""
+
+
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _rate(d: dict | None) -> str:
+    if not d or not d.get("n"):
+        return "-"
+    return (f"{d['k']} / {d['n']} ({100 * d['k'] / d['n']:.1f}%) "
+            f"[95% CI {100 * d['low']:.1f}-{100 * d['high']:.1f}%]")
+
+
+def _diff(text: str) -> str:
+    out = []
+    for line in text.splitlines():
+        cls = "meta" if line.startswith(("---", "+++", "@@")) else \
+            "add" if line.startswith("+") else "del" if line.startswith("-") else ""
+        out.append(f'<span class="{cls}">{_e(line)}</span>' if cls else _e(line))
+    return "<pre>" + "\n".join(out) + "</pre>"
+
+
+def _test_source(run_dir: Path, key: str) -> str | None:
+    """The function of kept test `key` ("tests/test_killbench_<candidate>.py::name[...]")
+    from its candidate file, or None when it cannot be found."""
+    path, _, name = key.partition("::")
+    cid = Path(path).stem.removeprefix("test_killbench_")
+    name = name.split("[")[0].split("::")[-1]
+    file = run_dir / "candidates" / f"{cid}.py"
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+        tree = ast.parse(text)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return ast.get_source_segment(text, node, padded=True)
+    return None
+
+
+def _target_section(run_dir: Path, name: str, t: dict) -> list[str]:
+    tasks_file = run_dir / "tasks" / f"{name}.json"
+    tasks = json.loads(tasks_file.read_text()) if tasks_file.exists() else []
+    killers: dict[str, list[str]] = {}
+    held_out: dict[str, list[str]] = {}
+    task_ids = {x["id"] for x in tasks}
+    for key, ids in t["kills_by_test"].items():
+        for i in ids:
+            (killers if i in task_ids else held_out).setdefault(i, []).append(key)
+    anchors = {key: f"{_e(name)}-test-{n}" for n, key in enumerate(sorted(t["kills_by_test"]))}
+    out = [f'<h2 id="{_e(name)}">{_e(name)}</h2>',
+           f"<p>kills: <b>{_e(_rate(t['kills']))}</b> of the task set; kept tests "
+           f"{t['kept_tests']} in {t['kept_files']} files; held-out mutants killed "
+           f"{len(held_out)}; source: {_e(t.get('population_source', '-'))}</p>",
+           "<table><tr><th>task</th><th>where</th><th>operator</th><th>diff</th>"
+           "<th>status</th></tr>"]
+    for task in tasks:
+        by = sorted(killers.get(task["id"], []))
+        status = "killed" if by else "survived"
+        links = "<br>".join(f'<a href="#{anchors[k]}">{_e(k.split("::", 1)[-1])}</a>'
+                            for k in by) or "no kept test kills it"
+        out.append(f'<tr class="{status}"><td><code>{_e(task["id"])}</code></td>'
+                   f'<td>{_e(task["path"])}:{task["line"]}<br>'
+                   f'<span class="muted">{_e(task.get("function") or "(module level)")}</span></td>'
+                   f'<td>{_e(task["operator"])}</td><td>{_diff(task["diff"])}</td>'
+                   f'<td><span class="badge {status}">{status}</span><br>{links}</td></tr>')
+    out.append("</table>")
+    if t["kills_by_test"]:
+        out.append("<h3>Kept tests that kill a mutant</h3>")
+        for key in sorted(t["kills_by_test"]):
+            ids = t["kills_by_test"][key]
+            in_tasks = [i for i in ids if i in task_ids]
+            cls = t.get("classes_by_test", {}).get(key, "-")
+            src = _test_source(run_dir, key)
+            out.append(f'<details id="{anchors[key]}" open><summary><code>{_e(key)}</code> '
+                       f'· assertion class {_e(cls)} · kills {len(in_tasks)} task(s), '
+                       f'{len(ids) - len(in_tasks)} held-out</summary>'
+                       + (f"<pre>{_e(src)}</pre>" if src else
+                          '<p class="muted">(its code is not in this run directory)</p>')
+                       + "</details>")
+    return out
+
+
+def render_html(run_dir: Path) -> str:
+    score_path = run_dir / "score.json"
+    if not score_path.exists():
+        raise UserError(f"{run_dir}: no score.json (run `killbench score {run_dir}` first)")
+    score = json.loads(score_path.read_text())
+    run = score["run"]
+    gen = run["generator"]
+    gen_label = f"{gen['name']} {gen.get('version', '')}".strip() if isinstance(gen, dict) else str(gen)
+    outside = run.get("outside_rules") or []
+    head = [f"<h1>killbench: {_e(gen_label)}"
+            + (f" · {_e(run['model'])}" if run.get("model") else "") + "</h1>",
+            f"<p>benchmark {_e(score.get('benchmark', '-'))} · {_e(score.get('split', 'full'))} "
+            f"split · killbench {_e(score['killbench'])} · isolation {_e(run.get('isolation', '-'))}"
+            f" · manifest digest <code>{_e(score.get('manifest_digest', '-'))}</code></p>",
+            f"<p>pooled task kills: <b>{_e(_rate(score.get('pooled_kills')))}</b>"
+            + (f" · tokens per kill {_e(score['tokens_per_kill'])}" if score.get("tokens_per_kill")
+               else "") + "</p>"]
+    if outside:
+        head.append(f"<p><b>Outside the benchmark's rules:</b> {_e('; '.join(outside))}</p>")
+    if not score.get("complete", True):
+        head.append("<p><b>Incomplete run:</b> not every target was scored.</p>")
+    rows = "".join(f'<tr><td><a href="#{_e(n)}">{_e(n)}</a></td><td class="n">'
+                   f'{_e(_rate(t["kills"]))}</td><td class="n">{t["kept_tests"]}</td></tr>'
+                   for n, t in score["targets"].items())
+    head.append("<table><tr><th>target</th><th>task kills [95% CI]</th><th>kept tests</th></tr>"
+                + rows + "</table>")
+    body = []
+    for name, t in score["targets"].items():
+        body += _target_section(run_dir, name, t)
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>killbench: {_e(gen_label)}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(head + body) + "\n</body></html>\n")
+
+
+def write_html(run_dir: Path, out: Path) -> Path:
+    out.write_text(render_html(run_dir), encoding="utf-8")
+    return out
