@@ -27,7 +27,9 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .killed { background: #e3f6e3; } .survived { background: #fbe9e9; }
 .badge { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 0.9em; }
 .badge.killed { border: 1px solid #6b6; } .badge.survived { border: 1px solid #c66; }
-pre { background: #f8f8f8; padding: 6px; overflow-x: auto; margin: 0; font-size: 12.5px; }
+pre { background: #f8f8f8; padding: 6px; margin: 0; font-size: 12.5px;
+      white-space: pre-wrap; overflow-wrap: anywhere; }
+table.tasks { table-layout: fixed; } td { overflow-wrap: anywhere; }
 .add { color: #075e07; } .del { color: #9b1111; } .meta { color: #777; }
 summary { cursor: pointer; } .muted { color: #666; }
 """
@@ -85,7 +87,9 @@ def _target_section(run_dir: Path, name: str, t: dict) -> list[str]:
            f"<p>kills: <b>{_e(_rate(t['kills']))}</b> of the task set; kept tests "
            f"{t['kept_tests']} in {t['kept_files']} files; held-out mutants killed "
            f"{len(held_out)}; source: {_e(t.get('population_source', '-'))}</p>",
-           "<table><tr><th>task</th><th>where</th><th>operator</th><th>diff</th>"
+           '<table class="tasks"><colgroup><col style="width:10em"><col style="width:13em">'
+           '<col style="width:8em"><col><col style="width:15em"></colgroup>'
+           "<tr><th>task</th><th>where</th><th>operator</th><th>diff</th>"
            "<th>status</th></tr>"]
     for task in tasks:
         by = sorted(killers.get(task["id"], []))
