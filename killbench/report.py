@@ -51,6 +51,7 @@ def _plots(scores: list[dict], labels: list[str], out: Path) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     names = []
     # 1. forest plot: pooled kill rate per generator with its interval, each target a marker
@@ -70,17 +71,20 @@ def _plots(scores: list[dict], labels: list[str], out: Path) -> list[str]:
             ax.errorbar(p["estimate"], i, xerr=[[p["estimate"] - p["low"]], [p["high"] - p["estimate"]]],
                         fmt="o", color="black", capsize=4, zorder=3)
             top = max(top, p["high"])
+        spread = max(1, len(s["targets"]) - 1)
         for j, (name, t) in enumerate(sorted(s["targets"].items())):
             k, n = t["kills"]["k"], t["kills"]["n"]
             if n:
                 color, marker = style[name]
-                ax.plot(k / n, i + 0.22, marker, color=color, alpha=0.8, markersize=5,
-                        label=name if name not in seen else None)
+                # spread down the row: twelve targets at 0.0 are twelve markers, not one
+                ax.plot(k / n, i + 0.12 + 0.3 * j / spread, marker, color=color, alpha=0.8,
+                        markersize=5, label=name if name not in seen else None)
                 seen.add(name)
                 top = max(top, k / n)
     ax.set_yticks(range(len(scores)), labels)
-    ax.set_xlim(0, min(1.0, top * 1.15 + 0.02))
-    ax.set_ylim(len(scores) - 0.4, -0.6)
+    right = min(1.0, top * 1.15 + 0.02)
+    ax.set_xlim(-0.02 * right, right)  # a marker at 0 is whole, not cut by the axis
+    ax.set_ylim(len(scores) - 0.45, -0.6)
     ax.set_xlabel("kill rate on the task set\n(black: pooled over targets, 95% cluster bootstrap; "
                   "markers: one target each)")
     if seen:
@@ -105,10 +109,11 @@ def _plots(scores: list[dict], labels: list[str], out: Path) -> list[str]:
         ax.set_xticks([x + width * (len(scores) - 1) / 2 for x in range(len(stages))], stages,
                       rotation=30, ha="right")
     ax.set_ylabel("tests")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts of tests
     ax.set_title("the gate's funnel: where written tests are lost")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    fig.savefig(out / "funnel.png", dpi=120)
+    fig.savefig(out / "funnel.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     names.append("funnel.png")
     # 3. transfer by assertion class
@@ -119,10 +124,11 @@ def _plots(scores: list[dict], labels: list[str], out: Path) -> list[str]:
         ax.bar([x + i * width for x in range(len(classes))], held, width, label=labels[i])
     ax.set_xticks([x + width * (len(scores) - 1) / 2 for x in range(len(classes))], classes)
     ax.set_ylabel("held-out mutants killed")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title("transfer by assertion class: do kept tests catch faults they were not shown?")
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    fig.savefig(out / "transfer_by_class.png", dpi=120)
+    fig.savefig(out / "transfer_by_class.png", dpi=120, bbox_inches="tight")
     plt.close(fig)
     names.append("transfer_by_class.png")
     # 4. kill rate against tokens: rates (entries may have task sets of different sizes),
