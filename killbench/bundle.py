@@ -91,7 +91,11 @@ def _unpack(archive: Path, dest: Path) -> Path:
         with tarfile.open(archive) as tf:
             tf.extractall(dest, filter="data")
     except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
-        raise UserError(f"{archive}: not a readable killbench bundle ({type(exc).__name__}: {exc}); "
+        # tarfile's ReadError lists every compression it tried, one per line: the first
+        # line, or what it means, is the one that helps
+        why = "not a tar archive (gzip, bzip2, xz or plain)" if type(exc) is tarfile.ReadError \
+            else (str(exc).splitlines() or [""])[0]
+        raise UserError(f"{archive}: not a readable killbench bundle ({type(exc).__name__}: {why}); "
                         "give a file written by `killbench bundle`") from None
     root = dest / "bundle"
     if not (root / "config.json").exists():

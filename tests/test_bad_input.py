@@ -114,3 +114,34 @@ def test_targets_all_names_every_pinned_target(tmp_path, monkeypatch):
     pins = [p.stem for p in list_pins()]
     assert len(pins) == 12 and "cachetools" in pins and "toolz" in pins
     assert seen["names"] == pins
+
+
+def test_bad_bundles_and_unwritable_outputs_are_one_line_each(tmp_path):
+    """A text file or a truncated archive given to verify, and an output path that cannot
+    be made, each get one line naming the file and a non-zero exit, never a traceback."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    real = root / "submissions" / "amplify-3-v0.2-lite-1.0.killbench.tar.gz"
+    text = tmp_path / "notes.txt"
+    text.write_text("hello\n")
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(real.read_bytes()[:20000])
+    run = tmp_path / "run"
+    import tarfile
+
+    with tarfile.open(real) as tf:
+        tf.extractall(tmp_path / "x", filter="data")
+    shutil.move(tmp_path / "x" / "bundle", run)
+    cases = [(["verify", str(text)], [str(text), "not a tar archive"]),
+             (["verify", str(cut)], [str(cut), "not a readable killbench bundle"]),
+             (["report", str(run), "--out", "/proc/nosuch/rep"], ["/proc/nosuch"]),
+             (["export", str(run), "--out", "/proc/nosuch/x.json"], ["/proc/nosuch"])]
+    for args, words in cases:
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == ExitCode.USER_ERROR, (args, result.output)
+        lines = [ln for ln in result.output.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "Traceback" not in result.output, result.output
+        for w in words:
+            assert w in result.output, (args, result.output)
