@@ -24,6 +24,7 @@ import json
 import logging
 import platform
 import random
+import re
 import sys
 import tarfile
 import tempfile
@@ -207,17 +208,18 @@ def population_content(records) -> list[str]:
     verdict, the sets and the controls): an edited row would otherwise be re-gated and
     re-scored as the bundle has it, and reproduce."""
     from .manifests import load_manifests, target_digest
-    from .population import from_manifest
+    from .population import from_manifest, limited
 
-    manifests = {f"manifest {target_digest(m)}": m for m in load_manifests().values()}
+    manifests = {target_digest(m): m for m in load_manifests().values()}
     out = []
     for name in records.config.targets:
         pop = records.population(name)
-        digest = pop.source.split(" ", 2)[:2]
-        m = manifests.get(" ".join(digest)) if pop.source.startswith("manifest ") else None
+        # "manifest <digest>[ lite split][, first N tasks]"
+        found = re.match(r"manifest ([0-9a-f]{64})\b", pop.source)
+        m = manifests.get(found.group(1)) if found else None
         if m is None:
             continue  # another manifest or a project of the user's: not comparable here (stale)
-        want = from_manifest(m, pop.source, {}, pop.split)
+        want = limited(from_manifest(m, pop.source, {}, pop.split), pop.limit)
         if pop.target != want.target and pop.target != name:
             out.append(f"{name}: the population names target {pop.target}")
         if [x.model_dump() for x in pop.mutants] != [x.model_dump() for x in want.mutants]:

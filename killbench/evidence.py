@@ -161,6 +161,7 @@ class Population(Record):
     held_out: list[str]
     held_out_minimum: int | None = None
     split: str = "full"  # which of the manifest's task splits (a `mutate` run has only full)
+    limit: int | None = None  # `run --limit N`: only the split's first N tasks
     # the manifest's controls (controls.py): negative count and commitment, positive tests
     controls: dict = Field(default_factory=dict)
     sources: dict[str, str] = Field(default_factory=dict)  # path -> clean text (for export)

@@ -149,3 +149,15 @@ def freeze(target, jobs: int, split_name: str = "full") -> Population:
                         "pinned targets; a project of your own has one task set (--split full)")
     run = mutate_target(spec, jobs=jobs, target=target, show_progress=True)
     return from_records(spec.name, run.records, f"mutate {target.fingerprint}", texts)
+
+
+def limited(pop: Population, limit: int | None) -> Population:
+    """The split's first `limit` tasks only (`run --limit`, a quick look): recorded in the
+    population's own field, so that provenance can cut the manifest's population the same
+    way; the sealed negative count no longer applies to the cut."""
+    if limit is None or limit >= len(pop.task_set):
+        return pop
+    controls = {k: v for k, v in pop.controls.items() if k != "negative"}
+    return pop.model_copy(update={"task_set": pop.task_set[:limit], "controls": controls,
+                                  "source": f"{pop.source}, first {limit} tasks",
+                                  "limit": limit})

@@ -46,7 +46,7 @@ from .harness import default_jobs, load_or_run_baseline, workdir_for
 from .manifests import current_benchmark, current_digest
 from .models import Budget, BudgetExhausted, Transcript, check_model
 from .plugins import code_identity, load_generator
-from .population import freeze, mutant
+from .population import freeze, limited, mutant
 from .rules import load_rules
 from .sandbox import Sandbox
 from .targets import PreparedTarget, prepare
@@ -298,10 +298,7 @@ def _population(rd: RunDirectory, target: PreparedTarget, jobs: int, split: str,
     source says so, so the run is scored on those tasks and never matches the benchmark's."""
     path = rd.path / "population" / f"{target.name}.json"
     fresh = freeze(target, jobs, split)
-    if limit is not None and limit < len(fresh.task_set):
-        controls = {k: v for k, v in fresh.controls.items() if k != "negative"}  # sealed: unknown here
-        fresh = fresh.model_copy(update={"task_set": fresh.task_set[:limit], "controls": controls,
-                                         "source": f"{fresh.source}, first {limit} tasks"})
+    fresh = limited(fresh, limit)
     if path.exists():
         frozen = load(path, Population)
         if frozen.source != fresh.source:

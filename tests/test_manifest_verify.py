@@ -29,3 +29,29 @@ def test_committed_manifests_match_the_index():
     assert BUILT, "the benchmark ships at least one manifest"
     index = json.loads((manifests_dir() / "index.json").read_text())
     assert index == json.loads(json.dumps(index_of(load_manifests())))
+
+
+@pytest.mark.parametrize("split_name", ["full", "lite"])
+def test_provenance_of_a_limited_run_is_its_manifest_cut_the_same_way(split_name):
+    """`run --limit N` populations ("manifest <digest>, first N tasks") were parsed with the
+    comma in the digest, and so skipped the provenance check on the full split, and failed it
+    on the lite one (the manifest's split has more tasks than the cut)."""
+    from types import SimpleNamespace
+
+    from killbench.bundle import population_content
+    from killbench.manifests import load_manifests, target_digest
+    from killbench.population import from_manifest, limited
+
+    m = load_manifests()["cachetools"]
+    source = f"manifest {target_digest(m)}" + ("" if split_name == "full" else " lite split")
+    pop = limited(from_manifest(m, source, {}, split_name), 2)
+    assert pop.limit == 2 and len(pop.task_set) == 2 and pop.source.endswith(", first 2 tasks")
+
+    def records(p):
+        return SimpleNamespace(config=SimpleNamespace(targets={"cachetools": None}),
+                               population=lambda name: p)
+
+    assert population_content(records(pop)) == []
+    forged = pop.model_copy(update={"task_set": [pop.task_set[0], m["held_out"]["ids"][0]]})
+    assert population_content(records(forged)) == [
+        "cachetools: the population's task_set is not its manifest's"]
