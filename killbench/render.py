@@ -48,8 +48,12 @@ def render_score(score: Score) -> str:
         if t.timeouts_on_task_set:
             lines.append(f"          {t.timeouts_on_task_set} task-set mutants timed out (not kills)")
         tr = t.transfer
-        lines.append(f"transfer: within function {rate_text(tr.within_function_executed)}")
-        lines.append(f"          within function {rate_text(tr.within_function_all)}")
+        if tr.within_function_all.n:
+            lines.append(f"transfer: within function {rate_text(tr.within_function_executed)}")
+            lines.append(f"          within function {rate_text(tr.within_function_all)}")
+        else:  # "0 / 0" read as a failure; there was nothing to count
+            lines.append("transfer: within function: none to count (no held-out mutant in the "
+                         "functions of the kept tests' tasks; task-less tests have none)")
         lines.append(f"          cross function  {rate_text(tr.cross_function)}")
         if tr.minimum is None:
             lines.append(f"          held-out population {tr.population} (no pre-registered minimum)")
