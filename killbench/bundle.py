@@ -371,12 +371,16 @@ def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress,
     return problems
 
 
-def _sealed_ids(name: str) -> set[str]:
+def _sealed_ids(name: str, active: bool = False) -> set[str]:
+    """The target's sealed negative controls (all of them: every kill run on one is
+    re-executed), or with `active` those a kept test on which fails the controls."""
     from .controls import load_sealed
     from .manifests import current_benchmark, load_manifests
 
     sealed = load_sealed(current_benchmark(), load_manifests())
-    return sealed.ids(name) if sealed is not None else set()
+    if sealed is None:
+        return set()
+    return sealed.active(name) if active else sealed.ids(name)
 
 
 def _recheck_controls(records, name, target, workdir, pop: Population) -> list[str]:
@@ -400,7 +404,7 @@ def _recheck_controls(records, name, target, workdir, pop: Population) -> list[s
         if missing:
             problems.append(f"{name}: the run has no record of positive controls {missing} "
                             "(they are gated at the start of every run)")
-    ids = _sealed_ids(name)
+    ids = _sealed_ids(name, active=True)
     for e in records.entries:
         if e.target == name and e.task in ids and e.kept:
             problems.append(f"{name}: {e.candidate} was kept for a negative control ({e.task}): "

@@ -46,7 +46,14 @@ class SealedList:
     path: Path
 
     def ids(self, target: str) -> set[str]:
+        """Every sealed id (what the manifest's commitment is over)."""
         return {c["id"] for c in self.negative.get(target, [])}
+
+    def active(self, target: str) -> set[str]:
+        """The ids a kill of which marks a run: a control later shown killable by a test that
+        looks only at behaviour is withdrawn in place (it stays a task, and sealed), with the
+        test that kills it written beside it (docs/benchmark.md)."""
+        return {c["id"] for c in self.negative.get(target, []) if not c.get("withdrawn")}
 
 
 def default_path(benchmark: str) -> Path:

@@ -214,6 +214,7 @@ class Entry:
         self.path, self.score, self.config, self.refused, self.earlier = path, score, config, refused, earlier
         self.checked = "recomputed"
         self.negative_hits: list[tuple[str, str, str]] | None = None  # None: list sealed here
+        self.withdrawn = 0  # negative controls among its tasks that were withdrawn after the seal
         self.rules_problems: list[str] = []
 
     @property
@@ -276,8 +277,24 @@ def check_bundle(path: Path) -> Entry:
                                        f"numbers differ, e.g. {diff[0][:200]})")
         entry = Entry(path, score=fresh.dump(), config=records.config.dump())
         entry.negative_hits = negative_control_hits(records, fresh.dump())
+        entry.withdrawn = withdrawn_controls(records)
         entry.rules_problems = rules_claim(records)
         return entry
+
+
+def withdrawn_controls(records) -> int:
+    """How many of the run's tasks are negative controls withdrawn after the seal."""
+    from .controls import load_sealed
+    from .manifests import current_benchmark, load_manifests
+
+    sealed = load_sealed(current_benchmark(), load_manifests())
+    if sealed is None:
+        return 0
+    n = 0
+    for name in records.config.targets:
+        tasks = set(records.population(name).task_set)
+        n += len((sealed.ids(name) - sealed.active(name)) & tasks)
+    return n
 
 
 def rules_claim(records) -> list[str]:
@@ -325,7 +342,7 @@ def negative_control_hits(records, score: dict) -> list[tuple[str, str, str]] | 
         return None
     hits = []
     for name, t in score["targets"].items():
-        ids = sealed.ids(name)
+        ids = sealed.active(name)  # a withdrawn control is an ordinary task
         for key, killed in sorted(t.get("kills_by_test", {}).items()):
             for i in sorted(set(killed) & ids):
                 hits.append((name, i, f"{key} kills it"))
@@ -342,8 +359,10 @@ def controls_cell(entry: Entry) -> str:
     kept = sum((t.get("controls") or {}).get("positive_kept", 0) for t in ts)
     neg = sum((t.get("controls") or {}).get("negative", 0) for t in ts)
     hits = getattr(entry, "negative_hits", None)
+    withdrawn = getattr(entry, "withdrawn", 0)
     negative = f"sealed ({neg})" if hits is None else \
-        f"{len({(t, i) for t, i, _ in hits})} of {neg} killed"
+        f"{len({(t, i) for t, i, _ in hits})} of {neg - withdrawn} killed" + \
+        (f" ({withdrawn} more withdrawn: docs/benchmark.md)" if withdrawn else "")
     return f"positive {kept} of {pos} kept; negative {negative}"
 
 
