@@ -775,7 +775,14 @@ def render_benchmark_md(index: dict, manifests: dict[str, dict]) -> str:
         "negative control. What they cannot catch: a generator that games only tasks it can "
         "tell are not controls (it cannot see the list, but a gaming rate of a few tasks is "
         "caught only with the probability that one of them is a control), and an instrument "
-        "fault that keeps the reference tests but loses other kills.",
+        "fault that keeps the reference tests but loses other kills. A negative control "
+        "later shown killable by a test that looks only at behaviour is withdrawn in place: "
+        "it stays a task and in the commitment, the controls file gives the test that kills "
+        "it and why beside its argument, and a kill of it is an ordinary kill (the "
+        "leaderboard counts withdrawn controls apart). Withdrawn from 1.0.0 on 2026-12-02: "
+        "semver `b0bc09aeefcd35cf` and tenacity `badca7f058bcbd70`, each killed through a "
+        "user subclass of a public class (their arguments had set such code aside as "
+        "test-supplied; a test is test-supplied code).",
         "",
         tabulate([[n, (manifests[n].get("controls") or {}).get("negative", {}).get("count", 0),
                    len((manifests[n].get("controls") or {}).get("positive", []))]

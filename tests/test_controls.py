@@ -204,3 +204,33 @@ def test_the_lite_split_counts_its_own_negative_control():
         assert lite.get("count", 0) == min(1, full), name
         assert from_manifest(m, "manifest x", {}, "full").controls.get("negative", {}).get(
             "count", 0) == full
+
+
+def test_a_withdrawn_control_stays_sealed_but_its_kill_no_longer_fails_a_run():
+    """Two of 1.0.0's negative controls were shown killable by behaviour (a user subclass of
+    a public class; the tests are in the controls file, and both were kept by the gate):
+    they stay tasks and stay in the commitment, and a kill of them is an ordinary kill."""
+    from types import SimpleNamespace
+
+    from killbench.manifests import current_benchmark, load_manifests
+    from killbench.report import negative_control_hits, withdrawn_controls
+
+    manifests = load_manifests()
+    sealed = load_sealed(current_benchmark(), manifests)  # the commitment check still passes
+    assert sealed is not None
+    withdrawn = {(t, c["id"]) for t, cs in sealed.negative.items() for c in cs if c.get("withdrawn")}
+    assert withdrawn == {("semver", "b0bc09aeefcd35cf"), ("tenacity", "badca7f058bcbd70")}
+    for t, cs in sealed.negative.items():
+        for c in cs:
+            if c.get("withdrawn"):
+                w = c["withdrawn"]
+                assert w["why"] and "def test_" in w["killing_test"] and w["date"]
+                assert c["id"] in sealed.ids(t) and c["id"] not in sealed.active(t)
+    active = sorted(sealed.active("semver"))[0]
+    score = {"targets": {"semver": {"kills_by_test": {
+        "tests/a.py::test_w": ["b0bc09aeefcd35cf"], "tests/a.py::test_a": [active]}}}}
+    records = SimpleNamespace(entries=[], config=SimpleNamespace(targets={"semver": None}),
+                              population=lambda name: SimpleNamespace(
+                                  task_set=manifests["semver"]["splits"]["lite"]))
+    assert negative_control_hits(records, score) == [("semver", active, "tests/a.py::test_a kills it")]
+    assert withdrawn_controls(records) == 1  # the lite split's semver control is the withdrawn one
