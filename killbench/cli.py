@@ -516,11 +516,13 @@ def verify_cmd(bundle_path, sample, seed, jobs) -> None:
 @click.argument("run_dirs", nargs=-1, required=True,
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
-def report(run_dirs, out) -> None:
+@click.option("--html", is_flag=True, help="Also write report.html: one self-contained page "
+              "with every task, kept test, funnel and plot, to browse.")
+def report(run_dirs, out, html) -> None:
     """A Markdown report with plots from scored runs."""
     from .report import write_report
 
-    click.echo(f"wrote {write_report(list(run_dirs), out)}")
+    click.echo(f"wrote {write_report(list(run_dirs), out, html=html)}")
 
 
 @main.command()

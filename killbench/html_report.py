@@ -73,7 +73,7 @@ def _test_source(run_dir: Path, key: str) -> str | None:
     return None
 
 
-def _target_section(run_dir: Path, name: str, t: dict) -> list[str]:
+def _target_section(run_dir: Path, name: str, t: dict, prefix: str = "") -> list[str]:
     tasks_file = run_dir / "tasks" / f"{name}.json"
     tasks = json.loads(tasks_file.read_text()) if tasks_file.exists() else []
     killers: dict[str, list[str]] = {}
@@ -82,8 +82,9 @@ def _target_section(run_dir: Path, name: str, t: dict) -> list[str]:
     for key, ids in t["kills_by_test"].items():
         for i in ids:
             (killers if i in task_ids else held_out).setdefault(i, []).append(key)
-    anchors = {key: f"{_e(name)}-test-{n}" for n, key in enumerate(sorted(t["kills_by_test"]))}
-    out = [f'<h2 id="{_e(name)}">{_e(name)}</h2>',
+    anchors = {key: f"{prefix}{_e(name)}-test-{n}"
+               for n, key in enumerate(sorted(t["kills_by_test"]))}
+    out = [f'<h2 id="{prefix}{_e(name)}">{_e(name)}</h2>',
            f"<p>kills: <b>{_e(_rate(t['kills']))}</b> of the task set; kept tests "
            f"{t['kept_tests']} in {t['kept_files']} files; held-out mutants killed "
            f"{len(held_out)}; source: {_e(t.get('population_source', '-'))}</p>",
@@ -118,7 +119,10 @@ def _target_section(run_dir: Path, name: str, t: dict) -> list[str]:
     return out
 
 
-def render_html(run_dir: Path) -> str:
+def _run_section(run_dir: Path, index: int) -> tuple[str, list[str]]:
+    """One run: its heading, pooled numbers, per-target table with the gate's funnels, and
+    each target's tasks and kept tests. Anchors are prefixed by the run's index, so that
+    several runs share one page."""
     score_path = run_dir / "score.json"
     if not score_path.exists():
         raise UserError(f"{run_dir}: no score.json (run `killbench score {run_dir}` first)")
@@ -126,11 +130,12 @@ def render_html(run_dir: Path) -> str:
     run = score["run"]
     gen = run["generator"]
     gen_label = f"{gen['name']} {gen.get('version', '')}".strip() if isinstance(gen, dict) else str(gen)
+    label = gen_label + (f" · {run['model']}" if run.get("model") else "")
     outside = run.get("outside_rules") or []
-    head = [f"<h1>killbench: {_e(gen_label)}"
-            + (f" · {_e(run['model'])}" if run.get("model") else "") + "</h1>",
-            f"<p>benchmark {_e(score.get('benchmark', '-'))} · {_e(score.get('split', 'full'))} "
-            f"split · killbench {_e(score['killbench'])} · isolation {_e(run.get('isolation', '-'))}"
+    head = [f'<h1 id="run{index}">{_e(label)}</h1>',
+            f"<p>run directory <code>{_e(run_dir)}</code> · benchmark "
+            f"{_e(score.get('benchmark', '-'))} · {_e(score.get('split', 'full'))} split · "
+            f"killbench {_e(score['killbench'])} · isolation {_e(run.get('isolation', '-'))}"
             f" · manifest digest <code>{_e(score.get('manifest_digest', '-'))}</code></p>",
             f"<p>pooled task kills: <b>{_e(_rate(score.get('pooled_kills')))}</b>"
             + (f" · tokens per kill {_e(score['tokens_per_kill'])}" if score.get("tokens_per_kill")
@@ -139,17 +144,53 @@ def render_html(run_dir: Path) -> str:
         head.append(f"<p><b>Outside the benchmark's rules:</b> {_e('; '.join(outside))}</p>")
     if not score.get("complete", True):
         head.append("<p><b>Incomplete run:</b> not every target was scored.</p>")
-    rows = "".join(f'<tr><td><a href="#{_e(n)}">{_e(n)}</a></td><td class="n">'
-                   f'{_e(_rate(t["kills"]))}</td><td class="n">{t["kept_tests"]}</td></tr>'
-                   for n, t in score["targets"].items())
-    head.append("<table><tr><th>target</th><th>task kills [95% CI]</th><th>kept tests</th></tr>"
+    from .metrics import FILE_FUNNEL, TEST_FUNNEL
+
+    rows = "".join(
+        f'<tr><td><a href="#r{index}-{_e(n)}">{_e(n)}</a></td><td class="n">'
+        f'{_e(_rate(t["kills"]))}</td><td class="n">{t["kept_tests"]}</td>'
+        f'<td>{_e(" → ".join(str(t.get("file_funnel", {}).get(k, 0)) for k in FILE_FUNNEL))}</td>'
+        f'<td>{_e(" → ".join(str(t.get("test_funnel", {}).get(k, 0)) for k in TEST_FUNNEL))}</td>'
+        f'<td>{_e(", ".join(f"{k} {v}" for k, v in sorted(t.get("rejections", {}).items())) or "-")}</td></tr>'
+        for n, t in score["targets"].items())
+    head.append("<table><tr><th>target</th><th>task kills [95% CI]</th><th>kept tests</th>"
+                f"<th>files: {_e(' → '.join(FILE_FUNNEL))}</th>"
+                f"<th>tests: {_e(' → '.join(TEST_FUNNEL))}</th><th>rejected</th></tr>"
                 + rows + "</table>")
     body = []
     for name, t in score["targets"].items():
-        body += _target_section(run_dir, name, t)
+        body += _target_section(run_dir, name, t, prefix=f"r{index}-")
+    return label, head + body
+
+
+def _page(title: str, parts: list[str]) -> str:
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>killbench: {_e(gen_label)}</title><style>{STYLE}</style></head><body>\n"
-            + "\n".join(head + body) + "\n</body></html>\n")
+            f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(parts) + "\n</body></html>\n")
+
+
+def render_html(run_dir: Path) -> str:
+    """One run's page."""
+    label, parts = _run_section(run_dir, 1)
+    return _page(f"killbench: {label}", parts)
+
+
+def render_report(run_dirs: list[Path], plots: list[Path] = ()) -> str:
+    """Several runs on one self-contained page: the plots embedded (data URIs), then each
+    run's section."""
+    import base64
+
+    sections = [_run_section(d, i) for i, d in enumerate(run_dirs, 1)]
+    parts = ["<h1>killbench report</h1>",
+             "<ul>" + "".join(f'<li><a href="#run{i}">{_e(label)}</a></li>'
+                              for i, (label, _) in enumerate(sections, 1)) + "</ul>"]
+    for p in plots:
+        data = base64.b64encode(Path(p).read_bytes()).decode("ascii")
+        parts.append(f'<p><img alt="{_e(Path(p).stem)}" style="max-width:100%" '
+                     f'src="data:image/png;base64,{data}"></p>')
+    for _, body in sections:
+        parts += body
+    return _page("killbench report", parts)
 
 
 def write_html(run_dir: Path, out: Path) -> Path:

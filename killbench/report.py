@@ -156,7 +156,7 @@ def _plots(scores: list[dict], labels: list[str], out: Path) -> list[str]:
     return names
 
 
-def write_report(run_dirs: list[Path], out: Path) -> Path:
+def write_report(run_dirs: list[Path], out: Path, html: bool = False) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     scores = [_load(d) for d in run_dirs]
     labels = [_label(s) for s in scores]
@@ -192,14 +192,14 @@ def write_report(run_dirs: list[Path], out: Path) -> Path:
                            tablefmt="github"), ""]
     names = _plots(scores, labels, out)
     lines += ["## Plots", ""] + [f"![{n}]({n})" for n in names] + [""]
-    from .html_report import write_html
+    if html:
+        from .html_report import render_report
 
-    pages = []
-    for i, (d, label) in enumerate(zip(run_dirs, labels), 1):
-        page = write_html(d, out / f"run{i}.html")
-        pages.append(f"- [{label}]({page.name}): every task with its diff and the kept tests "
-                     "that kill it, and every kept test's code")
-    lines += ["## Browse each run", ""] + pages + [""]
+        page = out / "report.html"
+        page.write_text(render_report(run_dirs, [out / n for n in names]), encoding="utf-8")
+        lines += ["## Browse", "", f"[{page.name}]({page.name}): one self-contained page with "
+                  "every task (its diff, verdict and the kept tests that kill it), every kept "
+                  "test's code, the gate's funnels and these plots.", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path

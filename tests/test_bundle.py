@@ -82,12 +82,12 @@ def test_bundle_verify_and_tamper(fixture_target, use_cache, tmp_path):
     assert problems == []
 
     # the views people look at, from the same run; export reads the run directory only
-    report = write_report([run], tmp_path / "report")
+    report = write_report([run], tmp_path / "report", html=True)
     assert {p.name for p in (tmp_path / "report").glob("*.png")} == {
         "kill_rate.png", "funnel.png", "transfer_by_class.png", "kills_vs_tokens.png"}
     assert "1 / 6 (16.7%)" in report.read_text()
-    page = (tmp_path / "report" / "run1.html").read_text()
-    assert "run1.html" in report.read_text()
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "report.html" in report.read_text() and page.count("data:image/png;base64,") == 4
     [killed_row] = [r for r in page.split("<tr") if r.startswith(' class="killed"')]
     [key] = [k for k, ids in json.loads((run / "score.json").read_text())["targets"]["basic"]
              ["kills_by_test"].items() if ids]

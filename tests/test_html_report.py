@@ -35,7 +35,10 @@ def _run(tmp_path):
              "targets": {"basic": {"kills": rate, "kept_tests": 1, "kept_files": 1,
                                    "population_source": "manifest x",
                                    "kills_by_test": {key: ["m1", "h9"]},
-                                   "classes_by_test": {key: "value"}}}}
+                                   "classes_by_test": {key: "value"},
+                                   "file_funnel": {"files": 1, "collected": 1},
+                                   "test_funnel": {"tests": 1, "kept": 1},
+                                   "rejections": {}}}}
     (run / "score.json").write_text(json.dumps(score))
     return run
 
@@ -57,3 +60,40 @@ def test_a_run_that_was_never_scored_says_so(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="killbench score"):
         render_html(tmp_path / "empty")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("shutil").which("chromium") is None,
+                    reason="no chromium (CI installs Debian's)")
+def test_a_real_browser_renders_the_report_of_a_committed_run(tmp_path):
+    """`killbench report --html` on the committed amplify lite bundle, opened by headless
+    chromium: the DOM it builds has one killed row per task kill, the four plots decoded,
+    and a screenshot is written."""
+    import subprocess
+    import tarfile
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from killbench.cli import main
+
+    bundle = Path(__file__).resolve().parent.parent / "submissions" / \
+        "amplify-3-v0.2-lite-1.0.killbench.tar.gz"
+    with tarfile.open(bundle) as tf:
+        tf.extractall(tmp_path, filter="data")
+    run = tmp_path / "bundle"
+    result = CliRunner().invoke(main, ["report", str(run), "--out", str(tmp_path / "rep"), "--html"])
+    assert result.exit_code == 0, result.output
+    page = tmp_path / "rep" / "report.html"
+    kills = json.loads((run / "score.json").read_text())["pooled_kills"]["k"]
+    args = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'p'}"]
+    dom = subprocess.run(args + ["--dump-dom", page.as_uri()], capture_output=True, text=True,
+                         timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count('<tr class="killed">') == kills == 3
+    assert dom.stdout.count("data:image/png;base64,") == 4
+    shot = tmp_path / "shot.png"
+    done = subprocess.run(args + ["--window-size=1280,2000", f"--screenshot={shot}", page.as_uri()],
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0 and shot.stat().st_size > 50_000
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
