@@ -32,8 +32,8 @@ class _Group(click.Group):
         return super().parse_args(ctx, self._verbose_first(list(args)))
 
     def _verbose_first(self, args: list[str]) -> list[str]:
-        """`-v` is accepted anywhere (`killbench run -v` as well as `killbench -v run`): a
-        -v/--verbose after the subcommand is moved before it, unless it is the value of an
+        """`-v` and `-q` are accepted anywhere (`killbench run -v` as well as `killbench -v
+        run`): one after the subcommand is moved before it, unless it is the value of an
         option (`-o -v`) or follows `--`."""
         names = [i for i, a in enumerate(args) if not a.startswith("-")]
         if not names or args[names[0]] not in self.commands:
@@ -48,7 +48,7 @@ class _Group(click.Group):
             if a == "--":
                 rest.extend(args[at + 1 + i:])
                 break
-            if not skip and a in ("-v", "--verbose"):
+            if not skip and a in ("-v", "--verbose", "-q", "--quiet"):
                 moved.append(a)
             else:
                 rest.append(a)
@@ -95,11 +95,16 @@ def _version_message() -> str:
               help="Show the package and benchmark versions and the manifest digest, and exit.",
               callback=lambda ctx, _p, v: (click.echo(_version_message()), ctx.exit()) if v else None)
 @click.option("-v", "--verbose", is_flag=True, help="More log output.")
-def main(verbose: bool) -> None:
+@click.option("-q", "--quiet", is_flag=True, help="Warnings and errors only (no progress lines).")
+def main(verbose: bool, quiet: bool) -> None:
     """killbench: score test generators by mutation testing."""
     import signal
 
+    if verbose and quiet:
+        raise click.UsageError("-v and -q together: give one")
     _setup_logging(verbose)
+    if quiet:
+        logging.getLogger().setLevel(logging.WARNING)
     try:
         previous = signal.signal(signal.SIGTERM, _terminate)
     except ValueError:  # not the main thread (the CLI called from a library's thread)
@@ -296,6 +301,8 @@ def _progress_printer(what: str):
 
     def show(name, done, total):
         now = time.monotonic()
+        if not logging.getLogger().isEnabledFor(logging.INFO):
+            return  # -q
         if done == total or now - last[0] > 15:
             last[0] = now
             click.echo(f"killbench: {what} {name}: {done} / {total}", err=True)

@@ -71,6 +71,7 @@ def test_leaderboard_without_the_submissions_folder(tmp_path, monkeypatch):
     (["run", "--", "-v"], ["run", "--", "-v"]),
     (["manifests", "build", "--verbose"], ["--verbose", "manifests", "build"]),
     (["nosuch", "-v"], ["nosuch", "-v"]),  # click names the unknown command
+    (["verify", "x.tar.gz", "-q"], ["-q", "verify", "x.tar.gz"]),
 ])
 def test_verbose_is_accepted_anywhere(args, expected):
     assert main._verbose_first(list(args)) == expected
@@ -145,3 +146,16 @@ def test_bad_bundles_and_unwritable_outputs_are_one_line_each(tmp_path):
         assert len(lines) == 1 and "Traceback" not in result.output, result.output
         for w in words:
             assert w in result.output, (args, result.output)
+
+
+def test_quiet_anywhere_silences_progress_and_keeps_errors(tmp_path):
+    import logging
+
+    text = tmp_path / "notes.txt"
+    text.write_text("x")
+    result = CliRunner().invoke(main, ["verify", str(text), "-q"])
+    assert result.exit_code == ExitCode.USER_ERROR and "not a readable killbench bundle" in result.output
+    assert logging.getLogger().getEffectiveLevel() == logging.WARNING
+    both = CliRunner().invoke(main, ["-v", "-q", "verify", str(text)])
+    assert both.exit_code == 2 and "give one" in both.output
+    logging.getLogger().setLevel(logging.INFO)
