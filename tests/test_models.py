@@ -457,6 +457,10 @@ def test_the_console_drops_the_http_clients_request_lines_unless_verbose(
     import logging
 
     from killbench import cli
+    quiet = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "anthropic")
+    before = {n: logging.getLogger(n).level for n in quiet}
+    for n in quiet:  # an earlier CLI call in the same process may have quietened them
+        logging.getLogger(n).setLevel(logging.NOTSET)
     caplog.set_level(logging.INFO)
     with FakeOpenAI(Reply("x", 1, 1), Reply("y", 1, 1)) as server:
         client = openai_client(server, run_dir, tmp_path, monkeypatch=monkeypatch)
@@ -470,7 +474,7 @@ def test_the_console_drops_the_http_clients_request_lines_unless_verbose(
             client.complete(ASK + [{"role": "user", "content": "again"}], max_tokens=8,
                             attempt_id="quiet")
         finally:
-            for name in names | {"httpx", "httpcore", "openai", "anthropic"}:
-                logging.getLogger(name).setLevel(logging.NOTSET)
+            for name in names | set(quiet):
+                logging.getLogger(name).setLevel(before.get(name, logging.NOTSET))
         assert len(server.received) == 2  # the second request was sent, not cached
         assert [r.name for r in caplog.records if not r.name.startswith("killbench")] == []
