@@ -779,10 +779,17 @@ def render_benchmark_md(index: dict, manifests: dict[str, dict]) -> str:
         "later shown killable by a test that looks only at behaviour is withdrawn in place: "
         "it stays a task and in the commitment, the controls file gives the test that kills "
         "it and why beside its argument, and a kill of it is an ordinary kill (the "
-        "leaderboard counts withdrawn controls apart). Withdrawn from 1.0.0 on 2026-12-02: "
-        "semver `b0bc09aeefcd35cf` and tenacity `badca7f058bcbd70`, each killed through a "
-        "user subclass of a public class (their arguments had set such code aside as "
-        "test-supplied; a test is test-supplied code).",
+        "leaderboard counts withdrawn controls apart). Withdrawn from 1.0.0 on 2026-12-02, "
+        "ten of 21, each by a test the gate kept (`controls/attacks-1.0.0/`): semver "
+        "`b0bc09aeefcd35cf` and tenacity `badca7f058bcbd70` through a user subclass of a "
+        "public class (their arguments had set such code aside as test-supplied; a test is "
+        "test-supplied code); boltons `0ca1ec601d405e7c` through an int subclass that changes "
+        "the result; and seven whose mutant calls a method of a user-supplied object (an int "
+        "or str subclass, a property, a truthy object) a different number of times with the "
+        "same result: isodate `223735c498a1447e`, more-itertools `57a72cd8a19680f6`, "
+        "python-slugify `1f6a059ce01b4e0f`, `66d6e7c76c2bcdda` and `67166935939c7461`, tenacity "
+        "`36368f85254d19a2` and `900f61e5bfa6c890`. A test that counts such calls looks only at "
+        "behaviour, so under this definition those mutants are not equivalent. Eleven remain.",
         "",
         tabulate([[n, (manifests[n].get("controls") or {}).get("negative", {}).get("count", 0),
                    len((manifests[n].get("controls") or {}).get("positive", []))]
