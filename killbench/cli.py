@@ -153,7 +153,8 @@ def _run_each(tasks: dict, on_result, scheduler: str | None, n_workers: int) -> 
         on_result(name, value, None)
 
 
-def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True) -> dict:
+def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True, sample=None,
+                  seed=0) -> dict:
     """One target's `mutate` as plain data (what a Dask worker sends back)."""
     from .harness import mutate_target, workdir_for
     from .summary import render, to_json
@@ -163,7 +164,7 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True) ->
     target = prepare(spec)
     with exclusive(workdir_for(target), spec.name):
         run = mutate_target(spec, jobs=jobs, operators=operators, fresh=fresh, settings=settings,
-                            show_progress=show_progress, target=target)
+                            show_progress=show_progress, target=target, sample=sample, seed=seed)
     return {"name": run.target.name, "text": render(run), "json": to_json(run)}
 
 
@@ -188,9 +189,13 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True) ->
 @click.option("--fail-under", type=click.FloatRange(min=0, max=100), default=None, metavar="PCT",
               help="Exit 1 when a target's mutation score (killed of the killable mutants run) is "
                    "below PCT percent: a threshold for CI.")
+@click.option("--sample", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Run only a seeded sample of N mutants per target (each mutant's place in "
+                   "it is a hash of the seed and its id); counts are of the sample.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --sample.")
 @_scheduler_option
 def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_floor, warm,
-           dry_run, fail_under, scheduler) -> None:
+           dry_run, fail_under, sample, seed, scheduler) -> None:
     """Run each TARGET's own suite against every mutant (pin names or project directories)."""
     from .config import resolve
     from .errors import UserError
@@ -222,7 +227,8 @@ def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_f
     per_task = _per_task_jobs(scheduler, jobs)
     tasks = {name: (mutate_report, {"spec": spec, "jobs": per_task, "operators": ops,
                                     "fresh": fresh, "settings": settings,
-                                    "show_progress": not scheduler})
+                                    "show_progress": not scheduler, "sample": sample,
+                                    "seed": seed})
              for name, spec in specs.items()}
     failed = []
     below = []
@@ -603,7 +609,8 @@ def manifests_build(targets, jobs, scheduler) -> None:
             on_result(name, None, exc)
             continue
         tasks[name] = (build_manifest, {"spec": spec, "settings": settings, "jobs": per_task,
-                                        "show_progress": not scheduler})
+                                        "show_progress": not scheduler, "sample": sample,
+                                    "seed": seed})
     if tasks:
         _run_each(tasks, on_result, scheduler, jobs or 1)
     index = write_index()

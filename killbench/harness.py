@@ -121,6 +121,7 @@ class MutationRun:
     operators: tuple[str, ...]
     resumed: int = 0  # results taken from the journal of an earlier, interrupted run
     extra: dict = field(default_factory=dict)
+    sample: dict | None = None  # {"size", "seed", "of"} when only a seeded sample was run
 
     def counts(self) -> dict:
         return summarize(self.records)
@@ -326,16 +327,44 @@ def mutate_journal_path(workdir: Path, header: dict) -> Path:
     return workdir / f"journal-{digest}.jsonl"
 
 
+def sample_ranks(candidates: list[Candidate], seed: int) -> dict[str, str]:
+    """Each mutant's place in a seeded sample, such that an edit elsewhere does not
+    reshuffle it. A mutant's id hashes its whole file, so its rank hashes what it is
+    instead: the seed, its file, function, operator, original and replacement text, and
+    which occurrence of those it is within its function. An edit to one function changes
+    only that function's mutants' ranks."""
+    seen: Counter = Counter()
+    out = {}
+    for c in candidates:
+        m = c.mutant
+        key = (m.path, m.function or "", m.operator, m.original, m.replacement)
+        seen[key] += 1
+        blob = "\0".join([str(seed), *key, str(seen[key])])
+        out[m.id] = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return out
+
+
+def sample_candidates(candidates: list[Candidate], size: int, seed: int) -> list[Candidate]:
+    """The `size` mutants of lowest rank (``sample_ranks``), in the enumeration order."""
+    ranks = sample_ranks(candidates, seed)
+    keep = set(sorted(ranks, key=ranks.__getitem__)[:size])
+    return [c for c in candidates if c.mutant.id in keep]
+
+
 def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fresh: bool = False,
                   settings: RunSettings = RunSettings(), show_progress: bool = True,
-                  target: PreparedTarget | None = None) -> MutationRun:
-    """`killbench mutate`: every mutant of a target through its own suite."""
+                  target: PreparedTarget | None = None, sample: int | None = None,
+                  seed: int = 0) -> MutationRun:
+    """`killbench mutate`: every mutant of a target through its own suite (or a seeded
+    sample of `sample` of them)."""
     started = time.monotonic()
     target = target or prepare(spec)
     ops = tuple(sorted(operators or default_operators()))
     workdir = workdir_for(target)
     workdir.mkdir(parents=True, exist_ok=True)
     header = mutate_header(target, ops, settings)
+    if sample is not None:
+        header["sample"] = {"size": sample, "seed": seed}
     journal_path = mutate_journal_path(workdir, header)
     if fresh:
         set_aside(journal_path)
@@ -343,6 +372,10 @@ def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fre
     candidates = enumerate_target(target, ops)
     if len({c.mutant.id for c in candidates}) != len(candidates):
         raise HarnessError(f"target {spec.name}: two mutants share an id")
+    sampled = None
+    if sample is not None:
+        sampled = {"size": min(sample, len(candidates)), "seed": seed, "of": len(candidates)}
+        candidates = sample_candidates(candidates, sample, seed)
     reaches = reach_all(target, baseline, candidates)
     journal = Journal(journal_path, header)
     resumed = len(journal.entries)
@@ -353,4 +386,4 @@ def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fre
         journal.close()
     return MutationRun(target=target, baseline=baseline, records=records,
                        wall_s=time.monotonic() - started, workdir=workdir, operators=ops,
-                       resumed=resumed)
+                       resumed=resumed, sample=sampled)

@@ -276,18 +276,29 @@ def check_bundle(path: Path) -> Entry:
             return Entry(path, refused=f"score.json does not follow from its evidence ({len(diff)} "
                                        f"numbers differ, e.g. {diff[0][:200]})")
         entry = Entry(path, score=fresh.dump(), config=records.config.dump())
-        entry.negative_hits = negative_control_hits(records, fresh.dump())
-        entry.withdrawn = withdrawn_controls(records)
+        sealed = current_sealed()  # read and checked against its commitment once per bundle
+        entry.negative_hits = negative_control_hits(records, fresh.dump(), sealed)
+        entry.withdrawn = withdrawn_controls(records, sealed)
         entry.rules_problems = rules_claim(records)
         return entry
 
 
-def withdrawn_controls(records) -> int:
-    """How many of the run's tasks are negative controls withdrawn after the seal."""
+_UNREAD = object()
+
+
+def current_sealed():
+    """The current benchmark's sealed list of negative controls, or None where it is not
+    available."""
     from .controls import load_sealed
     from .manifests import current_benchmark, load_manifests
 
-    sealed = load_sealed(current_benchmark(), load_manifests())
+    return load_sealed(current_benchmark(), load_manifests())
+
+
+def withdrawn_controls(records, sealed=_UNREAD) -> int:
+    """How many of the run's tasks are negative controls withdrawn after the seal."""
+    if sealed is _UNREAD:
+        sealed = current_sealed()
     if sealed is None:
         return 0
     n = 0
@@ -330,14 +341,12 @@ def rules_claim(records) -> list[str]:
     return out
 
 
-def negative_control_hits(records, score: dict) -> list[tuple[str, str, str]] | None:
+def negative_control_hits(records, score: dict, sealed=_UNREAD) -> list[tuple[str, str, str]] | None:
     """Kept tests that kill a negative control, or were kept by the gate for one (each is
     a test that saw the edit by a route other than behaviour); None when the sealed list is
     not available here."""
-    from .controls import load_sealed
-    from .manifests import current_benchmark, load_manifests
-
-    sealed = load_sealed(current_benchmark(), load_manifests())
+    if sealed is _UNREAD:
+        sealed = current_sealed()
     if sealed is None:
         return None
     hits = []

@@ -25,6 +25,9 @@ def render(run: MutationRun) -> str:
         + (f", {len(b.deselected)} deselected by the pin" if b.deselected else ""),
         "",
     ]
+    if run.sample:
+        lines[-1:-1] = [f"a seeded sample: {run.sample['size']} of {run.sample['of']} mutants "
+                        f"(seed {run.sample['seed']}); every count below is of the sample"]
     rows = [[verdict, v[verdict]] for verdict in v] + [["total", c["mutants"]]]
     lines.append(tabulate(rows, headers=["verdict", "mutants"], tablefmt="github"))
     if c["killed_by"]:
@@ -59,6 +62,7 @@ def to_json(run: MutationRun) -> dict:
                      "deselected": run.baseline.deselected, "lines_hit": run.baseline.lines_hit,
                      "lines_total": run.baseline.lines_total, "modules": run.baseline.modules},
         "summary": run.counts(),
+        "sample": run.sample,
         "wall_s": round(run.wall_s, 3),
         "mutants": [r.to_dict() for r in run.records],
     }

@@ -327,3 +327,79 @@ def test_syntax_error_names_file_and_line():
 def test_syntax_error_in_single_test_source():
     with pytest.raises(ValueError, match=r"<test>:2"):
         classify_test("def test_x():\n    assert ==\n")
+
+
+# Every assertion name the classifier knows, spelled out here from the libraries' own
+# documentation (unittest.TestCase, numpy.testing, unittest.mock), not read from
+# killbench.assertions: a name dropped or misspelt there changes a class here.
+UNITTEST_EQUALITY = ["assertEqual", "assertEquals", "failUnlessEqual", "assertAlmostEqual",
+                     "assertAlmostEquals", "failUnlessAlmostEqual", "assertListEqual",
+                     "assertTupleEqual", "assertDictEqual", "assertSetEqual", "assertSequenceEqual",
+                     "assertMultiLineEqual", "assertCountEqual", "assertItemsEqual"]
+UNITTEST_EXISTENCE = ["assertTrue", "assertFalse", "assert_", "failUnless", "failIf", "assertIsNone",
+                      "assertIsNotNone", "assertIsInstance", "assertNotIsInstance", "assertNotIn",
+                      "assertNotEqual", "assertNotEquals", "failIfEqual", "assertNotAlmostEqual",
+                      "assertNotAlmostEquals", "assertGreater", "assertGreaterEqual", "assertLess",
+                      "assertLessEqual", "assertRegex", "assertRegexpMatches", "assertNotRegex",
+                      "assertNotRegexpMatches", "assertLogs", "assertNoLogs",
+                      "assertDictContainsSubset", "assertIsNot"]
+UNITTEST_RAISES = ["assertRaises", "assertRaisesRegex", "assertRaisesRegexp", "failUnlessRaises",
+                   "assertWarns", "assertWarnsRegex"]
+MOCK_EXISTENCE = ["assert_called", "assert_called_once", "assert_not_called", "assert_awaited",
+                  "assert_awaited_once", "assert_not_awaited"]
+MOCK_ARGUMENTS = ["assert_called_with", "assert_called_once_with", "assert_any_call",
+                  "assert_has_calls", "assert_awaited_with", "assert_awaited_once_with",
+                  "assert_any_await", "assert_has_awaits"]
+NUMPY_EQUALITY = ["assert_equal", "assert_array_equal", "assert_almost_equal",
+                  "assert_array_almost_equal", "assert_approx_equal", "assert_allclose",
+                  "assert_array_almost_equal_nulp"]
+NUMPY_EXISTENCE = ["assert_", "assert_array_less", "assert_string_equal"]
+NUMPY_RAISES = ["assert_raises", "assert_raises_regex", "assert_warns"]
+MATH_CONSTANTS = ["pi", "e", "tau", "inf", "nan"]
+LITERAL_CONSTRUCTORS = ["frozenset", "set", "tuple", "list", "dict", "float", "int", "complex", "str",
+                        "bytes", "bytearray", "Decimal", "decimal.Decimal", "Fraction",
+                        "fractions.Fraction", "approx", "pytest.approx", "call", "mock.call",
+                        "unittest.mock.call"]
+
+
+@pytest.mark.parametrize("name,cls", [(n, "value") for n in UNITTEST_EQUALITY]
+                         + [(n, "existence") for n in UNITTEST_EXISTENCE])
+def test_each_unittest_comparison_method(name, cls):
+    assert classify_test(f"def test_x(self):\n    self.{name}(f(1), 2)\n") == cls
+    assert classify_test(f"def test_x(self):\n    self.{name}X(f(1), 2)\n") == "none"
+
+
+@pytest.mark.parametrize("name", UNITTEST_RAISES)
+def test_each_unittest_raises_or_warns_method(name):
+    assert classify_test(f"def test_x(self):\n    self.{name}(KeyError, f, {{}})\n") == "exception"
+    assert classify_test(f"def test_x(self):\n    self.{name}X(KeyError, f, {{}})\n") == "none"
+
+
+@pytest.mark.parametrize("name,cls", [(n, "existence") for n in MOCK_EXISTENCE]
+                         + [(n, "value") for n in MOCK_ARGUMENTS])
+def test_each_mock_assertion(name, cls):
+    args = "" if cls == "existence" else "1, 2"
+    assert classify_test(f"def test_x():\n    m.{name}({args})\n") == cls
+    assert classify_test(f"def test_x():\n    m.{name}X({args})\n") == "none"
+
+
+@pytest.mark.parametrize("name,cls", [(n, "value") for n in NUMPY_EQUALITY]
+                         + [(n, "existence") for n in NUMPY_EXISTENCE]
+                         + [(n, "exception") for n in NUMPY_RAISES])
+@pytest.mark.parametrize("prefix", ["", "np.testing.", "numpy.testing."])
+def test_each_numpy_testing_assertion(name, cls, prefix):
+    args = "IndexError, f, []" if cls == "exception" else "f(1), 2"
+    assert classify_test(f"def test_x():\n    {prefix}{name}({args})\n") == cls
+    assert classify_test(f"def test_x():\n    {prefix}{name}X({args})\n") == "none"
+
+
+@pytest.mark.parametrize("name", MATH_CONSTANTS)
+def test_each_math_constant_is_a_literal(name):
+    assert classify_test(f"def test_x():\n    assert f() == math.{name}\n") == "value"
+    assert classify_test(f"def test_x():\n    assert f() == math.{name}X\n") == "existence"
+
+
+@pytest.mark.parametrize("name", LITERAL_CONSTRUCTORS)
+def test_each_literal_constructor_builds_a_literal(name):
+    assert classify_test(f"def test_x():\n    assert f() == {name}(1)\n") == "value"
+    assert classify_test(f"def test_x():\n    assert f() == {name}X(1)\n") == "existence"

@@ -245,3 +245,93 @@ def test_a_withdrawn_control_stays_sealed_but_its_kill_no_longer_fails_a_run():
                                   task_set=manifests["semver"]["splits"]["lite"]))
     assert negative_control_hits(records, score) == [("semver", active, "tests/a.py::test_a kills it")]
     assert withdrawn_controls(records) == 1  # the lite split's semver control is the withdrawn one
+
+
+WARM_OBSERVER = '''
+import json
+import os
+import resource
+import sys
+
+import basic
+
+LOG = {log!r}
+
+
+def test_aaa_observer():
+    here = os.path.dirname(os.path.abspath(__file__))
+    limits = {{n: resource.getrlimit(getattr(resource, n)) for n in dir(resource)
+              if n.startswith("RLIMIT_")}}
+    seen = {{"env": sorted(os.environ.items()), "argv": list(sys.argv), "cwd": os.getcwd(),
+            "cwd-listing": sorted(os.listdir(os.getcwd())), "test-dir-listing": sorted(os.listdir(here)),
+            "package-listing": sorted(os.listdir(os.path.dirname(basic.__file__))),
+            "file": basic.__file__, "rlimits": sorted(limits.items()), "path": list(sys.path)}}
+    with open(LOG, "a") as fh:
+        fh.write(json.dumps(seen, sort_keys=True) + "\\n")
+    # reach the mutated functions (after recording: a mutant may make these raise), so the
+    # runs of their mutants select this test
+    basic.is_big(5), basic.sign(3), basic.parse_positive("3")
+'''
+
+
+@pytest.mark.slow
+def test_the_warm_runner_shows_every_mutant_the_same_environment(fixture_target, use_cache, tmp_path):
+    """The warm runner applies each mutant in a forked child of one server. Nothing but the
+    code's behaviour may tell the mutants apart: not an environment variable naming the
+    mutant (as in runners that select it that way), not argv, the working directory, a file
+    listing or a resource limit. The target's own test below records what it sees in every
+    run; within each runner and sandbox, every run must have seen the same."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    project = fixture_target("basic")
+    log = tmp_path / "observed.jsonl"
+    (project / "tests" / "test_aaa_observer.py").write_text(WARM_OBSERVER.format(log=str(log)))
+    out = tmp_path / "mutate.json"
+    p = subprocess.run([sys.executable, "-m", "killbench.cli", "mutate", str(project), "--jobs", "1",
+                        "--fresh", "--json", str(out)], capture_output=True, text=True, timeout=900,
+                       env={**os.environ, "KILLBENCH_CACHE": str(use_cache)})
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    observer = "tests/test_aaa_observer.py::test_aaa_observer"
+    warm_runs = [m for m in doc["mutants"]
+                 if m.get("runner") == "warm" and observer in (m.get("covered_by") or [])]
+    assert len(warm_runs) >= 5, "the warm path ran the mutants the observer reaches"
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    groups: dict = {}
+    for s in seen:
+        warm = any(k == "KILLBENCH_WARM_FD" for k, _ in s["env"])
+        groups.setdefault((warm, s["cwd"]), []).append(s)
+    warm_seen = [s for (warm, _), g in groups.items() if warm for s in g]
+    # every warm run of a mutant it reaches runs the observer first (its file sorts first)
+    assert len(warm_seen) >= len(warm_runs), (len(warm_seen), len(warm_runs))
+    assert len({cwd for warm, cwd in groups if warm}) == 1, "one warm server, one directory"
+    problems = []
+    for (warm, cwd), group in groups.items():
+        if cwd.endswith("/baseline/tree"):
+            continue  # the baseline's runs (with coverage, then timed) are not mutant runs
+        first = group[0]
+        for other in group[1:]:
+            differ = {k: (first[k], other[k]) for k in first if first[k] != other[k]}
+            if not warm:
+                # the plain path names the covering test files in argv and sets RLIMIT_CPU from
+                # their measured times: both follow from where the mutant is (which tests
+                # reach it), not from what it is; the warm path shows neither
+                differ.pop("argv", None)
+                if differ.get("rlimits"):
+                    a, b = ([x for x in r if x[0] != "RLIMIT_CPU"] for r in differ["rlimits"])
+                    if a == b:
+                        differ.pop("rlimits")
+            if differ:
+                problems.append(f"{'warm' if warm else 'plain'} runs in {cwd} ({len(group)}) saw different "
+                                + "; ".join(f"{k}: {_delta(a, b)}" for k, (a, b) in differ.items()))
+                break
+    assert not problems, "\n".join(problems)
+
+
+def _delta(a, b):
+    if isinstance(a, list) and isinstance(b, list):
+        return f"{[x for x in a if x not in b]} vs {[x for x in b if x not in a]}"
+    return f"{a!r} vs {b!r}"
