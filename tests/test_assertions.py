@@ -403,3 +403,42 @@ def test_each_math_constant_is_a_literal(name):
 def test_each_literal_constructor_builds_a_literal(name):
     assert classify_test(f"def test_x():\n    assert f() == {name}(1)\n") == "value"
     assert classify_test(f"def test_x():\n    assert f() == {name}X(1)\n") == "existence"
+
+
+def test_a_dotted_import_shadows_the_constant_named_by_its_first_part():
+    assert classify_file("X = 3\ndef test_a():\n    assert f() == X\n") == {"test_a": "value"}
+    assert classify_file("X = 3\ndef test_a():\n    import X.sub\n    assert f() == X\n") == \
+        {"test_a": "existence"}
+
+
+@pytest.mark.parametrize("call", ["pytest.warns(UserWarning)", "warns(UserWarning)"])
+def test_warns_with_a_specific_warning_is_an_exception_assertion(call):
+    assert classify_test(f"def test_x():\n    with {call}:\n        f()\n") == "exception"
+    generic = call.replace("UserWarning", "Warning")
+    assert classify_test(f"def test_x():\n    with {generic}:\n        f()\n") == "existence"
+
+
+def test_only_pytests_fail_is_an_assertion():
+    assert classify_test("def test_x():\n    pytest.fail('x')\n") == "existence"
+    assert classify_test("def test_x():\n    fail('x')\n") == "existence"
+    assert classify_test("def test_x():\n    helper.fail()\n") == "none"
+
+
+def test_the_expected_exception_may_be_given_by_keyword():
+    assert classify_test("def test_x():\n    with pytest.raises(expected_exception=ValueError):\n"
+                         "        f()\n") == "exception"
+    # another keyword is not the expected exception
+    assert classify_test("def test_x():\n    with pytest.raises(match=ValueError):\n        f()\n") == \
+        "existence"
+
+
+@pytest.mark.parametrize("fail", ["fail('no')", "pytest.fail('no')", "self.fail('no')"])
+def test_a_try_block_that_fails_when_nothing_is_raised_is_an_exception_assertion(fail):
+    src = f"def test_x():\n    try:\n        f()\n        {fail}\n    except ValueError:\n        pass\n"
+    assert classify_test(src) == "exception"
+
+
+def test_a_syntax_error_names_its_file_line_and_column():
+    with pytest.raises(ValueError) as info:
+        classify_file("def test_a(:\n", "t.py")
+    assert str(info.value) == "t.py:1:12: cannot classify assertions, syntax error: invalid syntax"

@@ -172,3 +172,68 @@ def test_a_file_that_cannot_be_imported_under_a_mutant_fails_there():
                       max_rss_kb=1, returncode=2, tests={T: got[T]})
     assert verdict(phases(**{MUTANT: broken, MUTANT_DISGUISED: broken.model_copy(
         update={"phase": MUTANT_DISGUISED})})) == (True, None, MUTANT_DISGUISED)
+
+
+def test_the_phase_names_and_the_gate_limits_are_the_documented_ones():
+    # evidence records and docs/security.md name the phases and limits by these values
+    assert (gate.CLEAN, gate.HASHSEED, gate.ORDER, gate.NEUTRAL, gate.MUTANT, gate.MUTANT_DISGUISED) == (
+        "clean", "clean-hashseed", "clean-order", "neutral", "mutant", "mutant-disguised")
+    assert gate.GATE_LIMITS.address_space == 4 * 1024 ** 3
+    assert gate.GATE_LIMITS.file_size == 64 * 1024 ** 2 and gate.GATE_LIMITS.processes == 256
+    assert gate.GATE_TIMEOUT == 60.0
+
+
+@pytest.mark.parametrize("code", [
+    "inspect.getsource(f)", "inspect.getsourcelines(f)", "inspect.getfile(f)",
+    "inspect.getsourcefile(f)", "inspect.findsource(f)", "getsource(f)", "getsourcelines(f)",
+    "linecache.getline(p, 1)", "f.__code__", "c.co_code", "c.co_consts", "dis.dis(f)",
+    "m.__file__", "m.__spec__", "m.__loader__", "m.__cached__", "loader.get_source('m')",
+    "loader.get_code('m')", "loader.get_data('p')", "importlib.util.find_spec('m')",
+    "find_spec('m')", "importlib.resources.files('m')", "pkgutil.get_data('m', 'p')",
+    "marshal.loads(b)", "frame.f_code", "gen.gi_code", "coro.cr_code", "killbench_probe",
+    "killbench_probe.config",
+])
+def test_each_way_of_reading_source_or_bytecode_is_caught_by_the_scan(code):
+    hits = gaming_matches(f"def test_x():\n    x = {code}\n")
+    assert hits and hits[0][0] == 2, code
+
+
+def test_a_scan_hit_shows_the_first_60_characters_of_what_matched():
+    call = "inspect.getsource(" + "a" * 80 + ")"
+    ((line, text),) = gaming_matches(f"def test_x():\n    {call}\n")
+    assert (line, text) == (2, call[:60])
+
+
+def test_a_collection_error_below_the_file_fails_that_files_tests():
+    from killbench.gate import outcomes
+    from killbench.records import RunReport
+
+    report = RunReport(returncode=2, timed_out=False, wall_s=0.1, started=True, finished=True,
+                       collect_errors=[{"nodeid": "tests/test_killbench_x.py::TestK", "message": "boom"}])
+    got = outcomes(report, [T])
+    assert got[T].status == "failed" and got[T].when == "collect" and got[T].message == "boom"
+
+
+def test_a_rejected_test_does_not_stop_the_verdicts_of_the_tests_after_it():
+    u, w = T + "_u", T + "_w"
+    base = phases()
+    for p in base.values():
+        p.tests[u] = p.tests[T]
+        p.tests[w] = p.tests[T]
+    base[MUTANT].audit = [AuditEvent(kind="write", path="/etc/x", nodeid=T)]
+    base[NEUTRAL].audit = [AuditEvent(kind="read-code", path="/s/pkg/mod.py", nodeid=u)]
+    got = [(v.nodeid, v.kept, v.reason) for v in decide([T, u, w], base, True)]
+    assert got == [(T, False, "tampering"), (u, False, "gaming"), (w, True, None)]
+
+
+def test_a_failure_on_the_disguise_in_a_run_that_timed_out_is_still_gaming():
+    # another test of the file hung the neutral run; this one failed there, it did not hang
+    neutral = run(NEUTRAL, "failed", returncode=None, timed_out=True)
+    assert verdict(phases(**{NEUTRAL: neutral})) == (False, "gaming", NEUTRAL)
+    hung = run(NEUTRAL, "interrupted", returncode=None, timed_out=True)
+    assert verdict(phases(**{NEUTRAL: hung})) == (False, "timeout", NEUTRAL)
+
+
+def test_text_that_is_not_a_string_gets_the_zero_id():
+    entry = gate.Gate([], baseline=None).check(b"def test_a(): pass", None, target="t")
+    assert entry.candidate == "0" * 16 and entry.file_reason == "invalid-text" and entry.size == 0

@@ -145,3 +145,69 @@ def test_run_level_numbers():
     assert run.value_class_share.k == 2 and run.value_class_share.n == 2  # other's rows copied s's
     assert run.tokens_per_kill == round(2400 / 3, 1)
     assert run.complete
+
+
+def _verdict(i, reason, stage):
+    return TestVerdict(nodeid=f"{F}::test_{i}", kept=False, reason=reason, stage=stage)
+
+
+def test_every_clean_phase_reason_is_lost_at_passes_on_clean_and_counted_once_each():
+    # two of each reason that stops a test on clean code, one kept: 13 tests, 12 lost there
+    reasons = ["fails-on-clean", "resource-limit", "aborts-run", "not-run", "skipped", "timeout"]
+    tests = [_verdict(f"{r}{n}", r, "clean") for r in reasons for n in (1, 2)]
+    tests.append(TestVerdict(nodeid=f"{F}::test_kept", kept=True, stage="mutant-disguised"))
+    entries = [GateEntry(target="pkg", candidate="aaaa", task="t1", tests=tests)]
+    assert m.test_funnel(SUBS[:1], entries) == {
+        "tests": 13, "passes on clean": 1, "stable (hash seed, order, directory)": 1,
+        "not gaming (disguises, audit)": 1, "kept": 1}
+
+
+def test_a_timeout_or_flaky_verdict_on_the_mutant_is_lost_at_kept():
+    tests = [_verdict("a", "timeout", "mutant"), _verdict("b", "flaky", "mutant-disguised"),
+             _verdict("c", "tampering", "audit"), _verdict("d", "gaming", "neutral"),
+             _verdict("e", "flaky", "clean-order")]
+    entries = [GateEntry(target="pkg", candidate="aaaa", task="t1", tests=tests)]
+    assert m.test_funnel(SUBS[:1], entries) == {
+        "tests": 5, "passes on clean": 5, "stable (hash seed, order, directory)": 4,
+        "not gaming (disguises, audit)": 2, "kept": 0}
+
+
+def test_two_files_lost_at_one_stage_count_two():
+    subs = [Submission(target="pkg", candidate=c, task="t1") for c in ("aaaa", "bbbb", "cccc")]
+    entries = [GateEntry(target="pkg", candidate=c, task="t1", unit="file", file_reason="syntax-error",
+                         stage="parse") for c in ("aaaa", "bbbb")]
+    entries.append(GateEntry(target="pkg", candidate="cccc", task="t1", unit="file",
+                             file_reason="too-large", stage="intake"))
+    assert m.file_funnel(subs, entries) == {"files": 3, "accepted (size, text)": 2, "parsed": 0,
+                                            "not gaming (scan)": 0, "collected": 0}
+
+
+def test_a_parametrized_test_takes_its_function_class():
+    classes = m.assertion_classes(SOURCES, [f"{F}::test_value[1-2]", f"{F}::test_wrong"])
+    assert classes == {f"{F}::test_value[1-2]": "value", f"{F}::test_wrong": "value"}
+
+
+def test_beyond_the_suite_records_where_each_mutant_is():
+    s = score()
+    assert s.beyond_the_suite.held_out == [{"mutant": "h2", "path": "pkg/mod.py", "line": 1,
+                                            "operator": "compare-flip", "baseline_verdict": "survived",
+                                            "killed_by": [f"{G}::test_exists"]}]
+
+
+def test_a_target_with_no_generation_summary_costs_nothing():
+    c = m.cost(None, files=0, tests=0, kept=0, k=0)
+    assert (c.tokens_in, c.tokens_out, c.gate_calls, c.wall_s, c.cpu_s) == (0, 0, 0, 0.0, 0.0)
+    assert (c.tokens_per_file, c.tokens_per_kill) == (None, None)
+
+
+def test_the_score_records_the_run_settings_by_name():
+    s = score()
+    config = RunConfig(killbench="x", generator=GeneratorInfo(ref="g", name="g", version="1"),
+                       isolation="bwrap", gate_timeout_s=45, target_refs=["pkg"], started_at="now")
+    run = m.run_score(config, {"pkg": s}, killbench="x", manifest_digest=None, incomplete=[],
+                      resamples=1000, seed=0)
+    assert run.run["gate_timeout_s"] == 45 and run.run["isolation"] == "bwrap"
+    assert set(run.run) == {"generator", "model", "seed", "isolation", "outside_rules", "budgets",
+                            "gate_timeout_s", "options"}
+    # bundles on the leaderboard are of this schema; changing it needs a reader for the old one
+    assert m.SCORE_SCHEMA == 2 and run.model_dump()["schema_version"] == 2

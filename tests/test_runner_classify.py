@@ -89,3 +89,21 @@ def test_read_report_keeps_only_a_torn_last_line_quiet(tmp_path):
     assert r.started and r.finished
     assert r.log_problems == ["the last event line was cut short (the run was killed)",
                               "event line 2 is not a JSON object"]
+
+
+def test_nothing_collected_is_read_from_pytests_own_exit_status_too():
+    # the process's code can be another's (a wrapper's); pytest's own status says 5
+    got, _, detail = classify(rep(1, [], exitstatus=5), FakeSandbox())
+    assert (got, detail) == ("harness-error", "no tests were collected: nothing judged this mutant")
+    got, _, detail = classify(rep(0, []), FakeSandbox())
+    assert (got, detail) == ("harness-error", "exit 0 but no test ran: nothing judged this mutant")
+
+
+def test_the_run_settings_defaults_are_the_clis():
+    from killbench.cli import mutate
+    from killbench.runner import RunSettings
+
+    defaults = {p.name: p.default for p in mutate.params}
+    assert RunSettings() == RunSettings(defaults["timeout_factor"], defaults["timeout_floor"],
+                                        defaults["warm"])
+    assert (defaults["timeout_factor"], defaults["timeout_floor"], defaults["warm"]) == (3.0, 10.0, True)

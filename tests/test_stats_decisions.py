@@ -193,3 +193,34 @@ def test_compare_clusters_by_target_only_when_there_are_several(tmp_path):
     several = compare_runs([two_a, two_b], resamples=1000)
     assert several["difference"]["method"] == stats.CLUSTER_BOOTSTRAP
     assert several["difference"]["estimate"] == pytest.approx(2 / 40)
+
+
+def test_the_documented_defaults_seed_0_and_alpha_005():
+    # scores and the leaderboard say "10000 resamples, seed 0"; docs/benchmark.md's power
+    # table is at the 5% level
+    clusters = [(1, 5), (3, 7), (0, 4), (2, 6), (5, 11), (1, 13), (4, 9), (0, 3), (6, 17), (2, 8)]
+    assert stats.cluster_bootstrap(clusters).resamples_used == 10000
+    assert stats.cluster_bootstrap(clusters, resamples=300, floor=False) == \
+        stats.cluster_bootstrap(clusters, resamples=300, seed=0, floor=False)
+    assert stats.cluster_bootstrap(clusters, resamples=300, floor=False) != \
+        stats.cluster_bootstrap(clusters, resamples=300, seed=1, floor=False)
+    a, b = [True, False, True, True, False, False] * 5, [False, False, True, False, True, False] * 5
+    assert stats.paired_bootstrap_difference(a, b) == stats.paired_bootstrap_difference(a, b, seed=0)
+    assert stats.paired_bootstrap_difference(a, b) != stats.paired_bootstrap_difference(a, b, seed=1)
+    assert stats.mcnemar_power(40, 0.2, 0.5) == stats.mcnemar_power(40, 0.2, 0.5, alpha=0.05)
+    assert 0 < stats.mcnemar_power(40, 0.2, 0.5) < 1
+
+
+def test_one_resample_is_allowed_and_zero_is_not():
+    est = stats.cluster_bootstrap([(1, 5), (3, 7)], resamples=1, floor=False)
+    assert est.method == stats.CLUSTER_BOOTSTRAP
+    with pytest.raises(ValueError, match="resamples must be >= 1"):
+        stats.cluster_bootstrap([(1, 5), (3, 7)], resamples=0)
+
+
+def test_clusters_count_by_their_mutants_not_their_kills():
+    # two clusters with mutants, one with kills: still two clusters, so the bootstrap runs
+    est = stats.cluster_bootstrap([(2, 5), (0, 5)], floor=False)
+    assert est.method == stats.CLUSTER_BOOTSTRAP
+    one = stats.cluster_bootstrap([(2, 5), (0, 0)], floor=False)
+    assert one.method == stats.WILSON_SINGLE_CLUSTER
