@@ -316,12 +316,12 @@ def mcnemar_power(n: int, p1: float, p2: float, alpha: float = 0.05) -> float:
     for d in range(1, n + 1):
         if p_d[d] < 1e-15:
             continue
-        # the largest m with 2 * P(X <= m) < alpha, X ~ Binomial(d, 1/2): reject when the
-        # smaller side is at most m
+        # the largest m with 2 * P(X <= m) <= alpha, X ~ Binomial(d, 1/2): reject when the
+        # smaller side is at most m (p <= alpha, as the tie groups decide)
         m = int(binom.ppf(alpha / 2, d, 0.5))
-        while m >= 0 and 2 * binom.cdf(m, d, 0.5) >= alpha:
+        while m >= 0 and 2 * binom.cdf(m, d, 0.5) > alpha:
             m -= 1
-        while 2 * binom.cdf(m + 1, d, 0.5) < alpha:
+        while 2 * binom.cdf(m + 1, d, 0.5) <= alpha:
             m += 1
         if m < 0:
             continue

@@ -237,3 +237,7 @@ def test_a_failure_on_the_disguise_in_a_run_that_timed_out_is_still_gaming():
 def test_text_that_is_not_a_string_gets_the_zero_id():
     entry = gate.Gate([], baseline=None).check(b"def test_a(): pass", None, target="t")
     assert entry.candidate == "0" * 16 and entry.file_reason == "invalid-text" and entry.size == 0
+
+
+def test_a_gate_entry_names_no_target_unless_told():
+    assert gate.Gate([], baseline=None).check(b"x", None).target == ""

@@ -224,3 +224,37 @@ def test_clusters_count_by_their_mutants_not_their_kills():
     assert est.method == stats.CLUSTER_BOOTSTRAP
     one = stats.cluster_bootstrap([(2, 5), (0, 0)], floor=False)
     assert one.method == stats.WILSON_SINGLE_CLUSTER
+
+
+def _power_by_enumeration(n, p1, p2, alpha):
+    """Every outcome (b mutants only A kills, c only B kills, the rest) with its multinomial
+    probability, rejected when the exact two-sided McNemar p-value is at most alpha."""
+    from fractions import Fraction
+    from math import comb, factorial
+
+    b_rate, c_rate = p1 * (1 - p2), p2 * (1 - p1)
+    rest = 1 - b_rate - c_rate
+    power = 0.0
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            d = b + c
+            p = min(Fraction(1), Fraction(2 * sum(comb(d, i) for i in range(min(b, c) + 1)), 2 ** d))
+            if d and p <= Fraction(alpha):
+                power += (factorial(n) / (factorial(b) * factorial(c) * factorial(n - d))
+                          * b_rate ** b * c_rate ** c * rest ** (n - d))
+    return power
+
+
+@pytest.mark.parametrize("n, p1, p2, alpha", [
+    (12, 0.2, 0.6, 0.05), (12, 0.6, 0.2, 0.05), (15, 0.1, 0.5, 0.2), (9, 0.3, 0.9, 0.0625),
+    (5, 0.0, 1.0, 0.0625), (20, 0.4, 0.45, 0.05), (7, 0.5, 0.5, 0.5), (3, 0.2, 0.9, 0.9)])
+def test_mcnemar_power_equals_the_enumeration_of_every_outcome(n, p1, p2, alpha):
+    assert stats.mcnemar_power(n, p1, p2, alpha) == pytest.approx(_power_by_enumeration(n, p1, p2, alpha),
+                                                                  abs=1e-9)
+
+
+def test_mcnemar_power_checks_its_rates_by_name():
+    with pytest.raises(ValueError, match="p1 must be a rate"):
+        stats.mcnemar_power(10, 1.5, 0.5)
+    with pytest.raises(ValueError, match="p2 must be a rate"):
+        stats.mcnemar_power(10, 0.5, -0.1)
