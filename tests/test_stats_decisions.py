@@ -247,7 +247,8 @@ def _power_by_enumeration(n, p1, p2, alpha):
 
 @pytest.mark.parametrize("n, p1, p2, alpha", [
     (12, 0.2, 0.6, 0.05), (12, 0.6, 0.2, 0.05), (15, 0.1, 0.5, 0.2), (9, 0.3, 0.9, 0.0625),
-    (5, 0.0, 1.0, 0.0625), (20, 0.4, 0.45, 0.05), (7, 0.5, 0.5, 0.5), (3, 0.2, 0.9, 0.9)])
+    (5, 0.0, 1.0, 0.0625), (20, 0.4, 0.45, 0.05), (7, 0.5, 0.5, 0.5), (3, 0.2, 0.9, 0.9),
+    (10, 0.0, 0.0, 0.05), (10, 1.0, 1.0, 0.05)])
 def test_mcnemar_power_equals_the_enumeration_of_every_outcome(n, p1, p2, alpha):
     assert stats.mcnemar_power(n, p1, p2, alpha) == pytest.approx(_power_by_enumeration(n, p1, p2, alpha),
                                                                   abs=1e-9)
