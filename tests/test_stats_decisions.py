@@ -259,3 +259,12 @@ def test_mcnemar_power_checks_its_rates_by_name():
         stats.mcnemar_power(10, 1.5, 0.5)
     with pytest.raises(ValueError, match="p2 must be a rate"):
         stats.mcnemar_power(10, 0.5, -0.1)
+
+
+@pytest.mark.parametrize("block_cells", [10**9, 6])
+def test_every_resample_row_is_filled_in_one_block_or_many(monkeypatch, block_cells):
+    # every unit holds (1, 2): each resample of 3 units sums to (3, 6), whatever was drawn
+    monkeypatch.setattr(stats, "_MAX_BLOCK_CELLS", block_cells)
+    columns = np.array([[1, 2]] * 3, dtype=np.int64)
+    out = stats._resampled_sums(columns, 5, np.random.default_rng(0))
+    assert out.shape == (5, 2) and (out == [3, 6]).all()
