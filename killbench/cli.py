@@ -609,8 +609,7 @@ def manifests_build(targets, jobs, scheduler) -> None:
             on_result(name, None, exc)
             continue
         tasks[name] = (build_manifest, {"spec": spec, "settings": settings, "jobs": per_task,
-                                        "show_progress": not scheduler, "sample": sample,
-                                    "seed": seed})
+                                        "show_progress": not scheduler})
     if tasks:
         _run_each(tasks, on_result, scheduler, jobs or 1)
     index = write_index()
