@@ -362,25 +362,28 @@ LITERAL_CONSTRUCTORS = ["frozenset", "set", "tuple", "list", "dict", "float", "i
                         "unittest.mock.call"]
 
 
+def _known_and_misspelt(template, name, cls, misspelt="none"):
+    """The test `template` with NAME as the known name gets `cls`; with it misspelt, `misspelt`."""
+    assert classify_test(template.replace("NAME", name)) == cls
+    assert classify_test(template.replace("NAME", name + "X")) == misspelt
+
+
 @pytest.mark.parametrize("name,cls", [(n, "value") for n in UNITTEST_EQUALITY]
                          + [(n, "existence") for n in UNITTEST_EXISTENCE])
 def test_each_unittest_comparison_method(name, cls):
-    assert classify_test(f"def test_x(self):\n    self.{name}(f(1), 2)\n") == cls
-    assert classify_test(f"def test_x(self):\n    self.{name}X(f(1), 2)\n") == "none"
+    _known_and_misspelt("def test_x(self):\n    self.NAME(f(1), 2)\n", name, cls)
 
 
 @pytest.mark.parametrize("name", UNITTEST_RAISES)
 def test_each_unittest_raises_or_warns_method(name):
-    assert classify_test(f"def test_x(self):\n    self.{name}(KeyError, f, {{}})\n") == "exception"
-    assert classify_test(f"def test_x(self):\n    self.{name}X(KeyError, f, {{}})\n") == "none"
+    _known_and_misspelt("def test_x(self):\n    self.NAME(KeyError, f, {})\n", name, "exception")
 
 
 @pytest.mark.parametrize("name,cls", [(n, "existence") for n in MOCK_EXISTENCE]
                          + [(n, "value") for n in MOCK_ARGUMENTS])
 def test_each_mock_assertion(name, cls):
     args = "" if cls == "existence" else "1, 2"
-    assert classify_test(f"def test_x():\n    m.{name}({args})\n") == cls
-    assert classify_test(f"def test_x():\n    m.{name}X({args})\n") == "none"
+    _known_and_misspelt(f"def test_x():\n    m.NAME({args})\n", name, cls)
 
 
 @pytest.mark.parametrize("name,cls", [(n, "value") for n in NUMPY_EQUALITY]
@@ -389,20 +392,17 @@ def test_each_mock_assertion(name, cls):
 @pytest.mark.parametrize("prefix", ["", "np.testing.", "numpy.testing."])
 def test_each_numpy_testing_assertion(name, cls, prefix):
     args = "IndexError, f, []" if cls == "exception" else "f(1), 2"
-    assert classify_test(f"def test_x():\n    {prefix}{name}({args})\n") == cls
-    assert classify_test(f"def test_x():\n    {prefix}{name}X({args})\n") == "none"
+    _known_and_misspelt(f"def test_x():\n    {prefix}NAME({args})\n", name, cls)
 
 
 @pytest.mark.parametrize("name", MATH_CONSTANTS)
 def test_each_math_constant_is_a_literal(name):
-    assert classify_test(f"def test_x():\n    assert f() == math.{name}\n") == "value"
-    assert classify_test(f"def test_x():\n    assert f() == math.{name}X\n") == "existence"
+    _known_and_misspelt("def test_x():\n    assert f() == math.NAME\n", name, "value", "existence")
 
 
 @pytest.mark.parametrize("name", LITERAL_CONSTRUCTORS)
 def test_each_literal_constructor_builds_a_literal(name):
-    assert classify_test(f"def test_x():\n    assert f() == {name}(1)\n") == "value"
-    assert classify_test(f"def test_x():\n    assert f() == {name}X(1)\n") == "existence"
+    _known_and_misspelt("def test_x():\n    assert f() == NAME(1)\n", name, "value", "existence")
 
 
 def test_a_dotted_import_shadows_the_constant_named_by_its_first_part():
