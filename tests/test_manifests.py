@@ -15,14 +15,20 @@ SMALL = BuildSettings(seed=3, tasks_per_target=4, held_out_per_target=5, lite_pe
                       timeout_floor=4.0)
 
 
-@pytest.fixture
-def built(fixture_target, tmp_path_factory, monkeypatch):
-    """The same fixture built twice, each time from an empty cache."""
-    project = fixture_target("basic")
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The same fixture built twice, each time from an empty cache (once for the module:
+    the tests below only read the two manifests)."""
+    import shutil
+    from pathlib import Path
+
+    project = tmp_path_factory.mktemp("project") / "basic"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "basic", project)
     out = []
-    for i in range(2):
-        monkeypatch.setenv("KILLBENCH_CACHE", str(tmp_path_factory.mktemp(f"cache{i}")))
-        out.append(build_manifest(load_local(project), SMALL, jobs=2, show_progress=False))
+    with pytest.MonkeyPatch.context() as mp:
+        for i in range(2):
+            mp.setenv("KILLBENCH_CACHE", str(tmp_path_factory.mktemp(f"cache{i}")))
+            out.append(build_manifest(load_local(project), SMALL, jobs=2, show_progress=False))
     return out
 
 
