@@ -14,8 +14,10 @@ BUILT = sorted(load_manifests())
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in ("cachetools", "toolz", "tenacity") if n in BUILT][:2])
+@pytest.mark.parametrize("name", [n for n in ("cachetools", "toolz", "tenacity") if n in BUILT][:1])
 def test_verify_sample(name, use_cache):
+    """One pin from scratch in CI (a fresh environment and clean runs: 100 s each); all
+    twelve are verified by `killbench manifests verify` with no name."""
     proc = subprocess.run([sys.executable, "-m", "killbench.cli", "manifests", "verify", name,
                            "--sample", "4", "--seed", "1", "--jobs", "2"],
                           capture_output=True, text=True)
