@@ -194,8 +194,11 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True, sa
                    "it is a hash of the seed and its id); counts are of the sample.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --sample.")
 @_scheduler_option
+@click.option("--chunks", type=click.IntRange(min=1), default=None, metavar="N",
+              help="With --scheduler: spread each target's mutants over N tasks (each worker "
+                   "prepares the target in its own cache); one report per target, as without.")
 def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_floor, warm,
-           dry_run, fail_under, sample, seed, scheduler) -> None:
+           dry_run, fail_under, sample, seed, scheduler, chunks) -> None:
     """Run each TARGET's own suite against every mutant (pin names or project directories)."""
     from .config import resolve
     from .errors import UserError
@@ -223,15 +226,54 @@ def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_f
     several = len(specs) > 1
     if json_path and (json_path.is_dir() if not several else json_path.is_file()):
         raise UserError(f"--json {json_path}: give a file for one target, a directory for several")
+    if chunks is not None and not scheduler:
+        raise UserError("--chunks spreads a target over a Dask cluster: give --scheduler too "
+                        "(`local` for this machine)")
     settings = RunSettings(timeout_factor, timeout_floor, warm)
     per_task = _per_task_jobs(scheduler, jobs)
-    tasks = {name: (mutate_report, {"spec": spec, "jobs": per_task, "operators": ops,
-                                    "fresh": fresh, "settings": settings,
-                                    "show_progress": not scheduler, "sample": sample,
-                                    "seed": seed})
-             for name, spec in specs.items()}
+    if chunks:
+        import time
+        import uuid
+
+        from .harness import mutate_chunk
+
+        token = uuid.uuid4().hex if fresh else None
+        tasks = {f"{name} chunk {i + 1} of {chunks}": (mutate_chunk, {
+            "spec": spec, "chunk": i, "of": chunks, "jobs": per_task, "operators": ops,
+            "fresh_token": token, "settings": settings, "sample": sample, "seed": seed})
+            for name, spec in specs.items() for i in range(chunks)}
+        owner = {f"{name} chunk {i + 1} of {chunks}": name for name in specs for i in range(chunks)}
+        started = time.monotonic()
+    else:
+        tasks = {name: (mutate_report, {"spec": spec, "jobs": per_task, "operators": ops,
+                                        "fresh": fresh, "settings": settings,
+                                        "show_progress": not scheduler, "sample": sample,
+                                        "seed": seed})
+                 for name, spec in specs.items()}
     failed = []
     below = []
+    parts: dict[str, list] = {}
+
+    def on_chunk(task, part, error):
+        """The client is the only writer: a target's report once all its chunks are back."""
+        from .harness import join_chunks
+        from .summary import render, to_json
+
+        name = owner[task]
+        if name in parts and parts[name] is None:
+            return  # the target already failed on another chunk
+        if error is not None:
+            parts[name] = None
+            on_result(name, None, error)
+            return
+        parts.setdefault(name, []).append(part)
+        if len(parts[name]) == chunks:
+            try:
+                run = join_chunks(specs[name], parts[name], time.monotonic() - started)
+            except KillbenchError as exc:
+                on_result(name, None, exc)
+                return
+            on_result(name, {"name": name, "text": render(run), "json": to_json(run)}, None)
 
     def on_result(name, report, error):
         if error is not None:
@@ -249,7 +291,7 @@ def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_f
             path.write_text(json.dumps(report["json"], indent=1, sort_keys=True))
             click.echo(f"wrote {len(report['json']['mutants'])} mutant records to {path}")
 
-    _run_each(tasks, on_result, scheduler, jobs or 1)
+    _run_each(tasks, on_chunk if chunks else on_result, scheduler, jobs or 1)
     if failed:
         if several:
             click.echo(f"failed: {len(failed)} of {len(specs)} targets", err=True)

@@ -109,11 +109,21 @@ def decided_without_run(c: Candidate, reach: Reach, baseline: Baseline | None = 
     return None
 
 
+@dataclass(frozen=True)
+class TargetIdentity:
+    """What a mutate report names of its target; the client of a chunked run has this
+    without preparing the target itself (its workers did)."""
+
+    name: str
+    fingerprint: str
+    spec: TargetSpec
+
+
 @dataclass
 class MutationRun:
     """The result of `killbench mutate` on one target."""
 
-    target: PreparedTarget
+    target: PreparedTarget | TargetIdentity
     baseline: Baseline
     records: list[MutantRecord]
     wall_s: float
@@ -256,10 +266,12 @@ def run_mutants(target: PreparedTarget, baseline: Baseline, todo: list[tuple[Mut
 def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[Candidate],
                    reaches: dict[str, Reach], journal: Journal, jobs: int,
                    settings: RunSettings = RunSettings(), show_progress: bool = True,
-                   label: str = "", check_warm: bool = True) -> list[MutantRecord]:
+                   label: str = "", check_warm: bool = True,
+                   sandbox_prefix: str = "") -> list[MutantRecord]:
     """Outcomes for these candidates: from the journal, decided without a run, or run. A
     caller that runs many small batches passes check_warm=False and calls
-    warm_equals_plain once over all of them."""
+    warm_equals_plain once over all of them. `sandbox_prefix` keeps the sandboxes of runs
+    that share a work directory at once (the chunks of one target) apart."""
     todo = []
     for c in candidates:
         if journal.done(c.mutant.id):
@@ -274,7 +286,7 @@ def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[
     try:
         run_mutants(target, baseline, todo, journal.path.parent, jobs,
                     lambda m, o: journal.append(m.id, {"outcome": o.to_dict()}),
-                    settings, progress)
+                    settings, progress, sandbox_prefix=sandbox_prefix + "w")
     finally:
         if progress:
             progress.close()
@@ -286,7 +298,7 @@ def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[
         records.append(MutantRecord(c.mutant, reaches[c.mutant.id], Outcome.from_dict(entry["outcome"])))
     if settings.warm and check_warm:
         warm_equals_plain(target, baseline, records, journal.path.parent, jobs, settings,
-                          label or target.name)
+                          label or target.name, sandbox_prefix=sandbox_prefix + "plain")
     return records
 
 
@@ -295,7 +307,8 @@ WARM_SAMPLE = 8
 
 def warm_equals_plain(target: PreparedTarget, baseline: Baseline, records: list[MutantRecord],
                       workdir: Path, jobs: int, settings: RunSettings, name: str,
-                      sample: int = WARM_SAMPLE, seed: int = 0) -> list[tuple]:
+                      sample: int = WARM_SAMPLE, seed: int = 0,
+                      sandbox_prefix: str = "plain") -> list[tuple]:
     """A seeded sample of the mutants the warm runner judged, run again the plain way: the
     verdicts must be the same (a harness error otherwise, never a silent fallback)."""
     import dataclasses
@@ -308,7 +321,7 @@ def warm_equals_plain(target: PreparedTarget, baseline: Baseline, records: list[
     plain: dict[str, Outcome] = {}
     run_mutants(target, baseline, [(r.mutant, selection_for(r.reach, baseline)) for r in picked],
                 workdir, jobs, lambda m, o: plain.__setitem__(m.id, o),
-                dataclasses.replace(settings, warm=False), sandbox_prefix="plain")
+                dataclasses.replace(settings, warm=False), sandbox_prefix=sandbox_prefix)
     pairs = [(r.mutant, r.outcome.verdict, plain[r.mutant.id].verdict) for r in picked]
     check_sample(name, pairs)
     return pairs
@@ -387,3 +400,118 @@ def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fre
     return MutationRun(target=target, baseline=baseline, records=records,
                        wall_s=time.monotonic() - started, workdir=workdir, operators=ops,
                        resumed=resumed, sample=sampled)
+
+
+def _chunk_baseline(target: PreparedTarget, workdir: Path, fresh_token: str | None) -> Baseline:
+    """The baseline every chunk on this cache shares. A fresh run is one token for all its
+    chunks: the first chunk here to see a new token runs the clean suite again, the others
+    read what it wrote (the caller holds the work directory's lock)."""
+    mark = workdir / "baseline.fresh"
+    if fresh_token is None or (mark.exists() and mark.read_text() == fresh_token):
+        return load_or_run_baseline(target, workdir)
+    base = load_or_run_baseline(target, workdir, fresh=True)
+    mark.write_text(fresh_token)
+    return base
+
+
+def mutate_chunk(spec: TargetSpec, chunk: int, of: int, jobs: int | None = None, operators=None,
+                 fresh_token: str | None = None, settings: RunSettings = RunSettings(),
+                 sample: int | None = None, seed: int = 0) -> dict:
+    """Chunk `chunk` of `of` of a target's mutants (every `of`-th in enumeration order, from
+    the `chunk`-th), as a Dask task: the target prepared in this machine's cache, the clean
+    baseline shared with the chunks beside it, a journal and sandboxes of its own (so a
+    retried chunk resumes and chunks on one machine run side by side). Plain data back;
+    ``join_chunks`` on the client makes the one report."""
+    from .workspace import exclusive
+
+    if not 0 <= chunk < of:
+        raise HarnessError(f"chunk {chunk} of {of}: no such chunk")
+    started = time.monotonic()
+    target = prepare(spec)
+    ops = tuple(sorted(operators or default_operators()))
+    workdir = workdir_for(target)
+    with exclusive(workdir, spec.name):
+        baseline = _chunk_baseline(target, workdir, fresh_token)
+    candidates = enumerate_target(target, ops)
+    if len({c.mutant.id for c in candidates}) != len(candidates):
+        raise HarnessError(f"target {spec.name}: two mutants share an id")
+    sampled = None
+    if sample is not None:
+        sampled = {"size": min(sample, len(candidates)), "seed": seed, "of": len(candidates)}
+        candidates = sample_candidates(candidates, sample, seed)
+    mine = candidates[chunk::of]
+    header = dict(mutate_header(target, ops, settings), chunk=[chunk, of])
+    if sample is not None:
+        header["sample"] = {"size": sample, "seed": seed}
+    if fresh_token is not None:
+        header["fresh"] = fresh_token  # a journal of its own: nothing earlier is resumed
+    reaches = reach_all(target, baseline, mine)
+    label = f"{spec.name} chunk {chunk + 1} of {of}"
+    with exclusive(workdir / "chunks" / f"{chunk}-of-{of}", label):
+        journal = Journal(mutate_journal_path(workdir, header), header)
+        resumed = len(journal.entries)
+        try:
+            records = run_candidates(target, baseline, mine, reaches, journal, jobs or default_jobs(),
+                                     settings, False, label, sandbox_prefix=f"c{chunk}-")
+        finally:
+            journal.close()
+    return {"chunk": chunk, "of": of, "fingerprint": target.fingerprint, "candidates": len(candidates),
+            "baseline": baseline.to_dict(), "operators": list(ops), "sample": sampled,
+            "records": [{"mutant": r.mutant.to_dict(), "reach": r.reach.to_dict(),
+                         "outcome": r.outcome.to_dict()} for r in records],
+            "resumed": resumed, "wall_s": time.monotonic() - started, "workdir": str(workdir)}
+
+
+# what a verdict depends on in a baseline: chunks whose baselines differ here were judged
+# against different suites (durations and wall times differ between machines and may)
+_SHARED_BASELINE = ("fingerprint", "tests", "flaky", "deselected", "skipped", "modules", "coverage",
+                    "lines_hit", "lines_total")
+
+
+def join_chunks(spec: TargetSpec, parts: list[dict], wall_s: float) -> MutationRun:
+    """The one report of a chunked run, from every chunk's plain data; a harness error when
+    the chunks do not fit together (missing or repeated chunks, other targets, other
+    baselines, other enumerations), never a report of part of the target."""
+    if not parts:
+        raise HarnessError(f"target {spec.name}: no chunks came back")
+    of = parts[0]["of"]
+    by_chunk = {p["chunk"]: p for p in parts}
+    if len(by_chunk) != len(parts) or set(by_chunk) != set(range(of)) or \
+            any(p["of"] != of for p in parts):
+        raise HarnessError(f"target {spec.name}: chunks {sorted(p['chunk'] for p in parts)} came "
+                           f"back, of {of}")
+    first = by_chunk[0]
+    for p in parts:
+        for key in ("fingerprint", "candidates", "operators", "sample"):
+            if p[key] != first[key]:
+                raise HarnessError(f"target {spec.name}: chunk {p['chunk'] + 1} ran with {key} "
+                                   f"{p[key]!r}, chunk 1 with {first[key]!r} (another killbench "
+                                   "or another copy of the target on that worker)")
+        differs = [k for k in _SHARED_BASELINE if p["baseline"][k] != first["baseline"][k]]
+        if differs:
+            raise HarnessError(f"target {spec.name}: the clean suite of chunk {p['chunk'] + 1} "
+                               f"differs from chunk 1's in {', '.join(differs)} (a test that "
+                               "passes on one worker and not another?); the chunks' verdicts are "
+                               "not comparable, so nothing is reported")
+    n = first["candidates"]
+    slots: list[MutantRecord | None] = [None] * n
+    for p in parts:
+        want = len(range(p["chunk"], n, of))
+        if len(p["records"]) != want:
+            raise HarnessError(f"target {spec.name}: chunk {p['chunk'] + 1} has "
+                               f"{len(p['records'])} records, its share is {want}")
+        for j, r in enumerate(p["records"]):
+            reach = r["reach"]
+            slots[p["chunk"] + j * of] = MutantRecord(
+                Mutant.from_dict(r["mutant"]),
+                Reach(reach["reachable"], tuple(reach["covered_by"]), reach["import_time"]),
+                Outcome.from_dict(r["outcome"]))
+    records = [r for r in slots if r is not None]
+    if len({r.mutant.id for r in records}) != n:
+        raise HarnessError(f"target {spec.name}: the chunks' mutants repeat or miss some")
+    return MutationRun(target=TargetIdentity(spec.name, first["fingerprint"], spec),
+                       baseline=Baseline.from_dict(first["baseline"]), records=records,
+                       wall_s=wall_s, workdir=Path(first["workdir"]),
+                       operators=tuple(first["operators"]),
+                       resumed=sum(p["resumed"] for p in parts), sample=first["sample"],
+                       extra={"chunks": of})

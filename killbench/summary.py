@@ -45,9 +45,11 @@ def render(run: MutationRun) -> str:
     if c["unkillable_reasons"]:
         lines.append("unkillable mutants by reason: "
                      + "; ".join(f"{r}: {n}" for r, n in c["unkillable_reasons"].items()))
+    chunks = run.extra.get("chunks")
     lines += ["", f"wall time {run.wall_s:.1f} s"
-              + (f" ({run.resumed} results resumed from the journal)" if run.resumed else ""),
-              f"work directory: {run.workdir}"]
+              + (f" ({run.resumed} results resumed from the journal)" if run.resumed else "")
+              + (f", the mutants spread over {chunks} chunks" if chunks else ""),
+              f"work directory: {run.workdir}" + (" (chunk 1's, on its worker)" if chunks else "")]
     return "\n".join(lines)
 
 

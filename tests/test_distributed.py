@@ -135,3 +135,48 @@ def test_a_worker_with_other_killbench_code_refuses_the_task():
     out = run_on_worker(_square, {"x": 2}, dict(identity(), code="0" * 16))
     assert out["error"]["exit_code"] == ExitCode.USER_ERROR
     assert "install the same killbench on every worker" in out["error"]["message"]
+
+
+@pytest.mark.slow
+def test_one_target_in_chunks_on_a_local_cluster_equals_a_local_run(fixture_target, use_cache, tmp_path):
+    """Three chunks on two workers (so one worker runs two, beside the other on one cache):
+    the same mutants, in the same order, with the same verdicts, reach and killing tests."""
+    project = fixture_target("basic")
+    here, there = tmp_path / "here.json", tmp_path / "chunks.json"
+    p = _cli("mutate", str(project), "--jobs", "1", "--json", str(here))
+    assert p.returncode == 0, p.stderr
+    p = _cli("mutate", str(project), "--fresh", "--scheduler", "local", "--jobs", "2", "--chunks", "3",
+             "--json", str(there))
+    assert p.returncode == 0, p.stderr
+    a, b = json.loads(here.read_text()), json.loads(there.read_text())
+    assert a["summary"]["verdicts"]["killed"] > 0 and len(a["mutants"]) >= 3
+    assert _untimed(a) == _untimed(b)
+    assert "spread over 3 chunks" in p.stdout
+
+
+def test_chunks_that_do_not_fit_together_are_refused():
+    from killbench.config import TargetSpec
+    from killbench.harness import join_chunks
+
+    spec = TargetSpec(name="t", kind="local", mutate=("t.py",), tests=("tests",), test_requires=())
+    base = {"fingerprint": "f", "tests": ["a"], "flaky": [], "deselected": [], "skipped": [],
+            "modules": {}, "coverage": {}, "lines_hit": 0, "lines_total": 0, "durations": {},
+            "overhead_s": 0.1, "wall_s": [0.1]}
+
+    def part(chunk, of=2, **over):
+        return {"chunk": chunk, "of": of, "fingerprint": "f", "candidates": 0, "operators": ["x"],
+                "sample": None, "baseline": dict(base), "records": [], "resumed": 0,
+                "wall_s": 1.0, "workdir": "/w", **over}
+
+    run = join_chunks(spec, [part(1), part(0)], 2.0)
+    assert run.records == [] and run.extra == {"chunks": 2}
+    with pytest.raises(HarnessError, match="came back"):
+        join_chunks(spec, [part(0)], 1.0)  # chunk 2 of 2 missing
+    with pytest.raises(HarnessError, match="came back"):
+        join_chunks(spec, [part(0), part(0)], 1.0)
+    with pytest.raises(HarnessError, match="fingerprint"):
+        join_chunks(spec, [part(0), part(1, fingerprint="g")], 1.0)
+    with pytest.raises(HarnessError, match="differs from chunk 1's in tests"):
+        join_chunks(spec, [part(0), part(1, baseline=dict(base, tests=["a", "b"]))], 1.0)
+    with pytest.raises(HarnessError, match="its share is"):
+        join_chunks(spec, [part(0, candidates=1), part(1, candidates=1)], 1.0)
