@@ -152,12 +152,23 @@ def download_sdist(spec: TargetSpec) -> Path:
     return final
 
 
+def _publish(tmp: Path, out: Path) -> None:
+    """Move a finished cache entry into place; when another process published the same
+    entry first (both missed the cache), keep theirs and drop ours."""
+    try:
+        tmp.rename(out)
+    except OSError:
+        if not (out / ".killbench-ready").exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _unpack_sdist(archive: Path, spec: TargetSpec) -> Path:
     out = cache_subdir("trees") / f"{spec.name}-{spec.version}-{spec.sdist_sha256[:12]}"
     if (out / ".killbench-ready").exists():
         return out / "tree"
-    if out.exists():
-        shutil.rmtree(out)
+    if out.exists() and not (out / ".killbench-ready").exists():  # a half-made entry
+        shutil.rmtree(out, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent))
     try:
         if archive.name.endswith(".zip"):
@@ -171,7 +182,7 @@ def _unpack_sdist(archive: Path, spec: TargetSpec) -> Path:
             raise TargetError(spec.name, f"sdist {archive.name} does not unpack to one directory")
         tops[0].rename(tmp / "tree")
         (tmp / ".killbench-ready").write_text("ok\n")
-        tmp.rename(out)
+        _publish(tmp, out)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -204,12 +215,12 @@ def _snapshot_local(spec: TargetSpec) -> tuple[Path, str]:
     digest = tree_digest(spec.project_dir)
     out = cache_subdir("trees") / f"local-{spec.name}-{digest[:16]}"
     if not (out / ".killbench-ready").exists():
-        if out.exists():
-            shutil.rmtree(out)
+        if out.exists() and not (out / ".killbench-ready").exists():  # a half-made entry
+            shutil.rmtree(out, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(dir=out.parent))
         shutil.copytree(spec.project_dir, tmp / "tree", ignore=_ignore, symlinks=True)
         (tmp / ".killbench-ready").write_text("ok\n")
-        tmp.rename(out)
+        _publish(tmp, out)
     return out / "tree", digest
 
 
@@ -218,8 +229,8 @@ def _build_wheel(tree: Path, key: str, spec: TargetSpec) -> Path:
     out = cache_subdir("wheels") / key
     if (out / ".killbench-ready").exists():
         return out / "site"
-    if out.exists():
-        shutil.rmtree(out)
+    if out.exists() and not (out / ".killbench-ready").exists():  # a half-made entry
+        shutil.rmtree(out, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent))
     try:
         build_src = tmp / "src"
@@ -234,7 +245,7 @@ def _build_wheel(tree: Path, key: str, spec: TargetSpec) -> Path:
             zf.extractall(tmp / "site")
         shutil.rmtree(build_src)
         (tmp / ".killbench-ready").write_text(wheels[0].name + "\n")
-        tmp.rename(out)
+        _publish(tmp, out)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

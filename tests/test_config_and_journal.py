@@ -107,3 +107,39 @@ def test_journal_refuses_other_settings(tmp_path):
         Journal(path, {"fingerprint": "g"})
     aside = set_aside(path)
     assert aside.exists() and not path.exists()
+
+
+def test_a_cache_entry_published_first_by_another_process_is_kept(tmp_path, monkeypatch):
+    """Two processes that both miss the cache both build the entry; the one that renames
+    second adopts the first one's (it failed at the rename: ENOTEMPTY)."""
+    import shutil as sh
+    from pathlib import Path
+
+    from killbench import targets
+    from killbench.config import load_local
+
+    monkeypatch.setenv("KILLBENCH_CACHE", str(tmp_path / "cache"))
+    project = tmp_path / "proj"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "m.py").write_text("X = 1\n")
+    (project / "tests").mkdir()
+    (project / "pyproject.toml").write_text(
+        '[tool.killbench]\nname = "m"\nmutate = ["src/m.py"]\ntests = ["tests"]\ntest_requires = ["pytest"]\n')
+    spec = load_local(project)
+    real = sh.copytree
+
+    def copy_while_another_finishes(src, dst, *args, **kw):
+        out = real(src, dst, *args, **kw)
+        if Path(src) != project:
+            return out
+        digest = targets.tree_digest(spec.project_dir)
+        other = targets.cache_subdir("trees") / f"local-{spec.name}-{digest[:16]}"
+        real(src, other / "tree", **kw)
+        (other / ".killbench-ready").write_text("ok\n")
+        (other / "tree" / "theirs").write_text("")
+        return out
+
+    monkeypatch.setattr(targets.shutil, "copytree", copy_while_another_finishes)
+    tree, _ = targets._snapshot_local(spec)
+    assert (tree / "theirs").exists()  # the first one published is the one used
+    assert [p.name for p in tree.parent.parent.iterdir()] == [tree.parent.name]  # ours is gone
