@@ -364,6 +364,18 @@ def sample_candidates(candidates: list[Candidate], size: int, seed: int) -> list
     return [c for c in candidates if c.mutant.id in keep]
 
 
+def mutate_candidates(target: PreparedTarget, ops, sample: int | None,
+                      seed: int) -> tuple[list[Candidate], dict | None]:
+    """The mutants a mutate run (or each of its chunks) runs, and its sample's description."""
+    candidates = enumerate_target(target, ops)
+    if len({c.mutant.id for c in candidates}) != len(candidates):
+        raise HarnessError(f"target {target.name}: two mutants share an id")
+    if sample is None:
+        return candidates, None
+    sampled = {"size": min(sample, len(candidates)), "seed": seed, "of": len(candidates)}
+    return sample_candidates(candidates, sample, seed), sampled
+
+
 def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fresh: bool = False,
                   settings: RunSettings = RunSettings(), show_progress: bool = True,
                   target: PreparedTarget | None = None, sample: int | None = None,
@@ -382,13 +394,7 @@ def mutate_target(spec: TargetSpec, jobs: int | None = None, operators=None, fre
     if fresh:
         set_aside(journal_path)
     baseline = load_or_run_baseline(target, workdir, fresh=fresh)
-    candidates = enumerate_target(target, ops)
-    if len({c.mutant.id for c in candidates}) != len(candidates):
-        raise HarnessError(f"target {spec.name}: two mutants share an id")
-    sampled = None
-    if sample is not None:
-        sampled = {"size": min(sample, len(candidates)), "seed": seed, "of": len(candidates)}
-        candidates = sample_candidates(candidates, sample, seed)
+    candidates, sampled = mutate_candidates(target, ops, sample, seed)
     reaches = reach_all(target, baseline, candidates)
     journal = Journal(journal_path, header)
     resumed = len(journal.entries)
@@ -432,13 +438,7 @@ def mutate_chunk(spec: TargetSpec, chunk: int, of: int, jobs: int | None = None,
     workdir = workdir_for(target)
     with exclusive(workdir, spec.name):
         baseline = _chunk_baseline(target, workdir, fresh_token)
-    candidates = enumerate_target(target, ops)
-    if len({c.mutant.id for c in candidates}) != len(candidates):
-        raise HarnessError(f"target {spec.name}: two mutants share an id")
-    sampled = None
-    if sample is not None:
-        sampled = {"size": min(sample, len(candidates)), "seed": seed, "of": len(candidates)}
-        candidates = sample_candidates(candidates, sample, seed)
+    candidates, sampled = mutate_candidates(target, ops, sample, seed)
     mine = candidates[chunk::of]
     header = dict(mutate_header(target, ops, settings), chunk=[chunk, of])
     if sample is not None:
