@@ -1,6 +1,6 @@
 """killbench beside mutmut, one after the other on the same machine, on pinned targets.
 
-    python bench/mutmut.py [cachetools toolz] [--jobs 2] [--mutmut 3.8.1] [--out DIR]
+    python bench/mutmut.py [cachetools toolz] [--jobs 2] [--mutmut 3.8.1] [--out DIR] [--plot PNG]
 
 For each target: the pin's sdist (from killbench's cache, prepared as `killbench mutate`
 prepares it) is copied into a work directory; mutmut is installed into a venv of its own
@@ -173,6 +173,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--mutmut", default="3.8.1")
     ap.add_argument("--out", type=Path, default=Path("/tmp/killbench-bench-mutmut"))
+    ap.add_argument("--plot", type=Path, help="also draw CPU-s per mutant, both tools, into this PNG")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [bench_target(t, args.jobs, args.mutmut, args.out) for t in args.targets]
@@ -193,6 +194,29 @@ def main() -> None:
         for d in r["disagree"][:30]:
             print(f"  - {d}")
     (args.out / "results.json").write_text(json.dumps(rows, indent=1))
+    if args.plot:
+        plot(rows, args.plot, args.mutmut, args.jobs)
+
+
+def plot(rows: list[dict], path: Path, version: str, jobs: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 2.6), dpi=120)
+    width = 0.38
+    for i, tool in enumerate(("mutmut", "killbench")):
+        values = [r[tool]["cpu_s"] / max(1, r[tool]["mutants"]) for r in rows]
+        xs = [j + (i - 0.5) * width for j in range(len(rows))]
+        bars = ax.bar(xs, values, width, label=f"mutmut {version}" if tool == "mutmut" else tool)
+        ax.bar_label(bars, fmt="%.3f", fontsize=7)
+    ax.set_xticks(range(len(rows)), [r["target"] for r in rows])
+    ax.set_ylabel("CPU s per mutant")
+    ax.set_title(f"whole mutation run, --jobs {jobs}, one after the other", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
 
 
 if __name__ == "__main__":

@@ -136,20 +136,10 @@ class Workspace:
             home.mkdir()
             tmp.mkdir()
         tool_bin = Path(argv[0]).parent
-        environment = {
-            "PATH": os.pathsep.join([str(tool_bin), str(self.target.env.root / "bin"),
-                                     "/usr/bin", "/bin"]),
-            "HOME": str(home),
-            "TMPDIR": str(tmp),
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            "TZ": "UTC",
-            "PYTHONHASHSEED": self._hashseed,
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONNOUSERSITE": "1",
-            "PYTHONPATH": os.pathsep.join([str(self._boot), *map(str, self.import_paths)]),
-            "KILLBENCH_DEPENDENCY_PATHS": os.pathsep.join(map(str, self.dependency_paths)),
-        }
+        environment = executor.untrusted_env(
+            path=[tool_bin, self.target.env.root / "bin", "/usr/bin", "/bin"], home=home,
+            tmp=tmp, hashseed=self._hashseed, python_path=[self._boot, *self.import_paths])
+        environment["KILLBENCH_DEPENDENCY_PATHS"] = os.pathsep.join(map(str, self.dependency_paths))
         environment.update({str(k): str(v) for k, v in (env or {}).items()})
         policy = Policy()
         logs = self._root / f"log{self.runs}"

@@ -81,6 +81,26 @@ class Policy:
     dirs: tuple[Path, ...] = ()  # created (mode 0777) once everything is mounted (bwrap)
 
 
+def untrusted_env(*, path: list[Path | str], home: Path, tmp: Path, hashseed: str,
+                  python_path: list[Path | str]) -> dict[str, str]:
+    """The environment every run of untrusted code starts from (a gate or scoring run of a
+    test, a generator's workspace command): nothing of this process's environment leaks in,
+    and locale, time zone, hash seed and bytecode writing are fixed, so that a verdict does
+    not depend on the machine that reached it."""
+    return {
+        "PATH": os.pathsep.join(map(str, path)),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+        "PYTHONHASHSEED": hashseed,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONPATH": os.pathsep.join(map(str, python_path)),
+    }
+
+
 @dataclass
 class Spawn:
     argv: list[str]

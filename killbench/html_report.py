@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from .errors import UserError
+from .report import ci_text
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
@@ -42,8 +43,7 @@ def _e(value) -> str:
 def _rate(d: dict | None) -> str:
     if not d or not d.get("n"):
         return "-"
-    return (f"{d['k']} / {d['n']} ({100 * d['k'] / d['n']:.1f}%) "
-            f"[95% CI {100 * d['low']:.1f}-{100 * d['high']:.1f}%]")
+    return ci_text(d, "95% CI ")
 
 
 def _diff(text: str) -> str:

@@ -37,8 +37,9 @@ def _pct(k, n) -> str:
     return f"{k} / {n} ({100 * k / n:.1f}%)" if n else f"{k} / 0"
 
 
-def _ci(d: dict) -> str:
-    return f"{_pct(d['k'], d['n'])} [{100 * d['low']:.1f}-{100 * d['high']:.1f}%]"
+def ci_text(d: dict, label: str = "") -> str:
+    """A rate with its interval, as every table of scores shows it (`label` names it)."""
+    return f"{_pct(d['k'], d['n'])} [{label}{100 * d['low']:.1f}-{100 * d['high']:.1f}%]"
 
 
 def _tokens(score: dict) -> int:
@@ -173,7 +174,7 @@ def write_report(run_dirs: list[Path], out: Path, html: bool = False) -> Path:
         p = s.get("pooled_kills")
         budgets = next(iter(s["run"].get("budgets", {}).values()), {})
         rows.append([label, budget_text(budgets) if budgets else "-", s["run"].get("isolation", "-"),
-                     _ci(p) if p else "-", _tokens(s)])
+                     ci_text(p) if p else "-", _tokens(s)])
     lines += ["## Kills (pooled over targets)", "",
               tabulate(rows, headers=["generator", "budget (first target)", "isolation",
                                       "kills [95% CI]", "tokens"], tablefmt="github"), ""]
@@ -182,8 +183,8 @@ def write_report(run_dirs: list[Path], out: Path, html: bool = False) -> Path:
         trows = []
         for name, t in s["targets"].items():
             tr = t["transfer"]
-            trows.append([name, _ci(t["kills"]), t["kept_tests"], _ci(tr["within_function_all"]),
-                          _ci(tr["cross_function"]),
+            trows.append([name, ci_text(t["kills"]), t["kept_tests"], ci_text(tr["within_function_all"]),
+                          ci_text(tr["cross_function"]),
                           {None: "-", True: "met", False: "not met"}[tr["minimum_met"]],
                           t["specificity"]["exactly_one"], len(t["beyond_the_suite"]["held_out"])])
         lines += [tabulate(trows, headers=["target", "kills", "kept", "transfer within fn",
@@ -514,7 +515,7 @@ def write_leaderboard(folder: Path, out: Path, reexecute: int | None = 2, seed: 
         lines += ["## Scored on earlier benchmark versions", "",
                   "Numbers recomputed from each bundle's own evidence, on the manifests it was "
                   "run against; not re-executed and never ranked against this benchmark.", "",
-                  tabulate([[e.benchmark, _label(e.score), _ci(e.score["pooled_kills"])
+                  tabulate([[e.benchmark, _label(e.score), ci_text(e.score["pooled_kills"])
                              if e.score.get("pooled_kills") else "-", e.score["killbench"], e.path.name]
                             for e in older],
                            headers=["benchmark", "generator", "kills [95% CI]", "killbench", "bundle"],
@@ -598,7 +599,7 @@ def _table(listed: list[Entry], status: dict, tasks: dict[str, list[str]], manif
         rows.append([groups.get(e.path.name, "-"), f"{gen['name']} {gen.get('version', '')}".strip(),
                      config.get("model") or "-", _budget_cell(config), rules,
                      score["run"].get("isolation", "-"), gate_calls, f"{wall:.0f} s", targets,
-                     _ci(p) if p["n"] else "-", whole, _pct(wk, wn), _pct(value, kept),
+                     ci_text(p) if p["n"] else "-", whole, _pct(wk, wn), _pct(value, kept),
                      tpk if tpk else ("-" if config.get("model") else "0 (model-free)"),
                      controls_cell(e), checked, score["killbench"], e.path.name])
     return tabulate(rows, headers=["group", "generator", "model", "budget", "rules", "isolation",

@@ -383,21 +383,13 @@ class Sandbox:
                                "readonly": [str(self.root), str(self.target.env.root), str(base),
                                             str(PROBE_DIR)]}
         (run / "probe.json").write_text(json.dumps(config))
-        env = {
-            "PATH": f"{self.root / 'bin'}:{self.target.env.root / 'bin'}:/usr/bin:/bin",
-            "HOME": str(home),
-            "TMPDIR": str(tmp),
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            "TZ": "UTC",
-            "PYTHONHASHSEED": hashseed,
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONPYCACHEPREFIX": str(pycache),
-            "PYTHONNOUSERSITE": "1",
-            "PYTHONPATH": os.pathsep.join([str(PROBE_DIR), *extra_paths, *self.python_path()]),
-            "KILLBENCH_PROBE_CONFIG": str(run / "probe.json"),
-            "VIRTUAL_ENV": str(self.target.env.root),
-        }
+        env = executor.untrusted_env(
+            path=[self.root / "bin", self.target.env.root / "bin", "/usr/bin", "/bin"],
+            home=home, tmp=tmp, hashseed=hashseed,
+            python_path=[PROBE_DIR, *extra_paths, *self.python_path()])
+        env.update({"PYTHONPYCACHEPREFIX": str(pycache),
+                    "KILLBENCH_PROBE_CONFIG": str(run / "probe.json"),
+                    "VIRTUAL_ENV": str(self.target.env.root)})
         argv = [str(self.target.env.pytest), "-p", "killbench_probe", "-p", "no:cacheprovider",
                 "-q", "--rootdir", str(self.tree), f"--basetemp={basetemp}",
                 *self.target.spec.pytest_args, *args]
