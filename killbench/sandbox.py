@@ -146,22 +146,32 @@ def _digest_tree(root: Path) -> dict[str, str]:
 def _env_snapshot(env_root: Path) -> dict[str, str]:
     """What a test could change in the shared environment to reach later runs: the names,
     sizes and mtimes of everything in site-packages, and the content of .pth and startup
-    files (cheap enough to check after every untrusted run)."""
+    files (cheap enough to check after every untrusted run: plain strings and scandir, as
+    it runs after each of a gate's six phases)."""
     out: dict[str, str] = {}
+    root = os.fspath(env_root)
+    cut = len(root) + 1
+
+    def walk(directory: str) -> None:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return
+        for e in entries:
+            rel = e.path[cut:]
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if e.name.endswith(".pth") or e.name in STARTUP_FILES:
+                out[rel] = sha256_file(Path(e.path)) if e.is_file() else "?"
+            else:
+                out[rel] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_mode}"
+            if e.is_dir(follow_symlinks=False):
+                walk(e.path)
+
     for site in sorted(env_root.glob("lib/python*/site-packages")):
-        for dirpath, dirnames, filenames in os.walk(site):
-            d = Path(dirpath)
-            for name in filenames + dirnames:
-                p = d / name
-                rel = p.relative_to(env_root).as_posix()
-                try:
-                    st = p.lstat()
-                except OSError:
-                    continue
-                if name.endswith(".pth") or name in STARTUP_FILES:
-                    out[rel] = sha256_file(p) if p.is_file() else "?"
-                else:
-                    out[rel] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_mode}"
+        walk(os.fspath(site))
     return out
 
 

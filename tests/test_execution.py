@@ -72,6 +72,22 @@ def test_a_command_that_edits_the_copy_is_reported_and_the_copy_rebuilt(basic, t
 
 
 @pytest.mark.slow
+def test_without_isolation_a_file_planted_in_the_shared_environment_is_reported_and_removed(
+        basic, tmp_path):
+    # only without bwrap can a command reach the environment every run shares (under bwrap it
+    # is mounted read-only): the tamper check must see the planted startup file and remove it
+    ws = workspace(basic, tmp_path, "none")
+    site = next(Path(p) for p in ws.dependency_paths if p.name == "site-packages")
+    plant = site / "zz_killbench_planted.pth"
+    res = ws.run([ws.python, "-c", f"open({str(plant)!r}, 'w').write('import os\\n')"], timeout=60)
+    assert res.ok, res.stderr
+    rel = plant.relative_to(basic.env.root).as_posix()
+    assert f"env/{rel}" in res.tampered
+    assert not plant.exists()
+    assert ws.run([ws.python, "-c", "pass"], timeout=60).tampered == []
+
+
+@pytest.mark.slow
 @pytest.mark.skipif("bwrap" not in LEVELS, reason="bubblewrap is not available")
 def test_under_bwrap_a_command_has_no_network_and_cannot_write_outside_its_output(basic, tmp_path):
     ws = workspace(basic, tmp_path, "bwrap")
