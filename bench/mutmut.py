@@ -35,10 +35,13 @@ sys.path.insert(0, str(ROOT))
 DUMP = r'''
 import json, sys
 from pathlib import Path
-from mutmut.__main__ import SourceFileMutationData, walk_mutatable_files, ensure_config_loaded
+try:  # mutmut 3.8's layout
+    from mutmut.mutation.data import SourceFileMutationData
+    from mutmut.utils.file_utils import walk_mutatable_files
+except ImportError:  # earlier 3.x
+    from mutmut.__main__ import SourceFileMutationData, walk_mutatable_files
 from mutmut.mutation.diff_apply import get_diff_for_mutant
 from mutmut.stats import status_by_exit_code
-ensure_config_loaded()
 out = []
 for path in walk_mutatable_files():
     m = SourceFileMutationData(path=path)
@@ -101,6 +104,16 @@ def killbench_keys(records: list[dict], tree: Path) -> dict:
     return out
 
 
+# Test files mutmut cannot run, with why: left out of mutmut's run only (killbench runs the
+# whole suite; mutants only these files kill then show as disagreements, listed).
+MUTMUT_IGNORE = {
+    # mutmut 3.8.1's trampoline breaks toolz's curry subclass at collection:
+    # "AttributeError: 'curry' object has no attribute 'xǁGlobalCurriedǁ__init____mutmut_orig'",
+    # and with one collection error its stats run fails and nothing is mutated
+    "toolz": ["toolz/tests/test_serialization.py"],
+}
+
+
 def bench_target(name: str, jobs: int, version: str, out: Path) -> dict:
     from killbench.config import resolve
     from killbench.targets import prepare, wheel_requirements
@@ -121,8 +134,9 @@ def bench_target(name: str, jobs: int, version: str, out: Path) -> dict:
             f"tests_dir = {json.dumps(list(spec.tests))}"]
     if src_dirs:
         conf.append(f"source_paths = {json.dumps(src_dirs)}")
-    if spec.pytest_args:
-        conf.append(f"pytest_add_cli_args = {json.dumps(list(spec.pytest_args))}")
+    add_args = list(spec.pytest_args) + [f"--ignore={p}" for p in MUTMUT_IGNORE.get(name, [])]
+    if add_args:
+        conf.append(f"pytest_add_cli_args = {json.dumps(add_args)}")
     if spec.deselect:
         conf.append("pytest_add_cli_args_test_selection = " + json.dumps(
             [x for d in spec.deselect for x in ("--deselect", d.id)] + list(spec.tests)))

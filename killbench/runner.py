@@ -50,10 +50,13 @@ def selection_for(reach: Reach, baseline: Baseline) -> list[str] | None:
 
 
 def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
-         settings: RunSettings, mutant: Mutant | None = None) -> RunReport:
+         settings: RunSettings, mutant: Mutant | None = None, clean_warm: bool = False) -> RunReport:
+    """One run of `tests` (None: the whole suite) on the sandbox as it is: in the warm
+    runner when it has one, for a mutant's selection or (`clean_warm`) for the same kind of
+    selection on clean code, else as a process of its own."""
     timeout = baseline.timeout_for(tests, settings.timeout_factor, settings.timeout_floor)
     warm = getattr(sandbox, "warm", None)
-    if warm is not None and settings.warm and mutant is not None and tests:
+    if warm is not None and settings.warm and (mutant is not None or clean_warm) and tests:
         report = warm.run(mutant, tests, timeout)
         if report is not None:
             report.runner = "warm"
@@ -92,7 +95,10 @@ def _first_failure(report: RunReport) -> KilledBy | None:
 
 
 def _clean_passes(sandbox: Sandbox, baseline: Baseline, tests, settings) -> tuple[bool, RunReport]:
-    report = _run(sandbox, baseline, tests, settings)
+    """Whether `tests` pass on clean code, run the way a mutant's selection is run: in the
+    warm runner when there is one (the same collected session a warm kill was seen in, so
+    the confirmation asks of that kill exactly "does this run pass without the mutant?")."""
+    report = _run(sandbox, baseline, tests, settings, clean_warm=True)
     ok = (report.returncode == 0 and report.finished and not report.missing
           and _imports_ok(report, sandbox, require=True) is None)
     return ok, report

@@ -72,9 +72,10 @@ class WarmRunner:
             self.server.stop()
             self.server = None
 
-    def run(self, mutant: Mutant, tests: list[str], timeout: float) -> RunReport | None:
-        """The covering tests against `mutant` (already written into the sandbox), or None
-        when it must run the plain way."""
+    def run(self, mutant: Mutant | None, tests: list[str], timeout: float) -> RunReport | None:
+        """The covering tests against `mutant` (already written into the sandbox), or with
+        no mutant against the clean code the server imported; None when it must run the
+        plain way."""
         if self.broken:
             return None
         sb = self.sandbox
@@ -88,12 +89,16 @@ class WarmRunner:
         if job_dir.exists():
             shutil.rmtree(job_dir)
         job_dir.mkdir(parents=True)
-        installed = sb.copies(mutant.path)[-1]  # where the suite imports the file from
         job = {"id": self._jobs, "report": str(job_dir / "report.jsonl"), "select": list(tests),
-               "path": str(installed), "function": mutant.function, "start": mutant.start,
-               # where the replacement lies in the mutated file the child reads
-               "end": mutant.start + len(mutant.replacement.encode("utf-8")), "timeout": timeout,
+               "path": None, "function": None, "timeout": timeout,
                "env": {"HOME": str(job_dir / "home"), "TMPDIR": str(job_dir / "tmp")}}
+        if mutant is not None:
+            if mutant.function is None:
+                return None  # module level: nothing to swap in, the plain way imports it
+            job.update({"path": str(sb.copies(mutant.path)[-1]),  # where the suite imports it
+                        "function": mutant.function, "start": mutant.start,
+                        # where the replacement lies in the mutated file the child reads
+                        "end": mutant.start + len(mutant.replacement.encode("utf-8"))})
         if not self.server.send(job):
             self.close()
             return None
