@@ -93,9 +93,9 @@ class WarmRunner:
                "path": None, "function": None, "timeout": timeout,
                "env": {"HOME": str(job_dir / "home"), "TMPDIR": str(job_dir / "tmp")}}
         if mutant is not None:
-            if mutant.function is None:
-                return None  # module level: nothing to swap in, the plain way imports it
-            job.update({"path": str(sb.copies(mutant.path)[-1]),  # where the suite imports it
+            copies = sb.copies(mutant.path)
+            job.update({"path": str(copies[-1]),  # where the suite imports it from
+                        "copies": [str(c) for c in copies],
                         "function": mutant.function, "start": mutant.start,
                         # where the replacement lies in the mutated file the child reads
                         "end": mutant.start + len(mutant.replacement.encode("utf-8"))})

@@ -94,14 +94,15 @@ def test_parallel_check_fails_when_the_pool_runs_the_clean_code(fixture_target, 
 @pytest.mark.slow
 def test_warm_check_fails_when_the_warm_runner_skips_the_mutant(fixture_target, use_cache,
                                                                 monkeypatch):
-    """The warm runner's child is told no function to swap: it runs the covering tests on
-    the clean code it imported, and reports that as the mutant's verdict."""
+    """The warm runner's child is told no mutated file (as for a kill's confirmation on clean
+    code): it runs the covering tests on the clean code it imported, and reports that as the
+    mutant's verdict."""
     from killbench import executor
 
     real = executor.Server.send
 
     def send(self, job):
-        return real(self, dict(job, function=None) if "function" in job else job)
+        return real(self, dict(job, path=None) if job.get("path") else job)
 
     monkeypatch.setattr(executor.Server, "send", send)
     checks = _doctor(fixture_target)

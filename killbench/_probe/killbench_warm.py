@@ -7,7 +7,8 @@ answers jobs, one JSON line each on the first file descriptor named by KILLBENCH
 ("JOBS,ANSWERS"), with one JSON line on the second (pytest and the tests own stdout):
 
     job     {"id", "report", "select": [node ids], "path": the mutated file as imported,
-             "function": qualified name, "timeout": seconds}
+             "copies": every copy of it in the sandbox, "function": qualified name or null,
+             "timeout": seconds} (path null: the clean code, a kill's confirmation)
     answer  {"id", "status": wait status, "timed_out", "wall_s", "cpu_s", "max_rss_kb"}
             (status 99 from the child: the mutant cannot be applied in place; run it cold)
 
@@ -18,7 +19,8 @@ function, and of every function enclosing it, in every live function object made
 pytest's own protocol, stopping at the first failure, with the probe writing the job's
 report. Only mutants inside a function body are applied this way; anything evaluated at
 import or definition time (module and class bodies, defaults, decorators, annotations) is
-for a cold run. ``killbench doctor`` and every ``mutate`` run compare this path with the
+for a cold run, unless nothing in the server was made from the mutated file (a module the
+tests import lazily): then the tests' own import reads the mutant from disk, as cold. ``killbench doctor`` and every ``mutate`` run compare this path with the
 plain one on a sample of mutants; a difference is a harness error, never a fallback.
 """
 
@@ -108,6 +110,30 @@ def apply_in_place(path, function, start, end):
     return swapped > 0
 
 
+def _live_from(copies):
+    """Whether anything in this process was made from one of `copies` (the mutated file's
+    places in the sandbox): a module imported from it, or a function compiled from it."""
+    real = {os.path.realpath(p) for p in copies}
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if isinstance(f, str) and os.path.realpath(f) in real:
+            return True
+    names = set(copies) | real
+    return any(isinstance(o, types.FunctionType) and o.__code__.co_filename in names
+               for o in gc.get_objects())
+
+
+def _apply(job):
+    """Make the child see the mutant. A file nothing in the server was made from (a module
+    the tests import lazily) needs nothing: the tests' own import reads the mutant killbench
+    wrote to disk, as in a cold run. Otherwise only a function's body can be swapped in."""
+    if not _live_from(job.get("copies") or [job["path"]]):
+        return True
+    if job.get("function") is None:
+        return False  # module level, and the module is already live: a cold run imports it
+    return apply_in_place(job["path"], job["function"], job["start"], job["end"])
+
+
 def _run_items(session, items):
     import killbench_probe as probe
 
@@ -152,8 +178,7 @@ def _child(session, job, by_id, server_pid):
     missing = [n for n in job["select"] if n not in by_id]
     items = [by_id[n] for n in job["select"] if n in by_id]
     probe._reset({**probe._config(), "report": job["report"], "select": job["select"]})
-    if job.get("function") is not None and \
-            not apply_in_place(job["path"], job["function"], job["start"], job["end"]):
+    if job.get("path") is not None and not _apply(job):
         os._exit(CANNOT_APPLY)
     probe._emit({"event": "start", "pid": os.getpid(), "python": sys.version.split()[0],
                  "pytest": pytest.__version__, "warm": True})
