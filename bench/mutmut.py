@@ -112,6 +112,12 @@ MUTMUT_IGNORE = {
     # and with one collection error its stats run fails and nothing is mutated
     "toolz": ["toolz/tests/test_serialization.py"],
 }
+# Tests mutmut cannot run, deselected from its run only, with why:
+MUTMUT_DESELECT = {
+    # its trampoline leaves toolz.curried.operator without the operator module's functions:
+    # "AttributeError: module 'operator' has no attribute '_mutmut_mutated'" in the stats run
+    "toolz": ["toolz/tests/test_curried.py::test_curried_operator"],
+}
 
 
 def bench_target(name: str, jobs: int, version: str, out: Path) -> dict:
@@ -134,7 +140,8 @@ def bench_target(name: str, jobs: int, version: str, out: Path) -> dict:
             f"tests_dir = {json.dumps(list(spec.tests))}"]
     if src_dirs:
         conf.append(f"source_paths = {json.dumps(src_dirs)}")
-    add_args = list(spec.pytest_args) + [f"--ignore={p}" for p in MUTMUT_IGNORE.get(name, [])]
+    add_args = list(spec.pytest_args) + [f"--ignore={p}" for p in MUTMUT_IGNORE.get(name, [])] + \
+        [x for d in MUTMUT_DESELECT.get(name, []) for x in ("--deselect", d)]
     if add_args:
         conf.append(f"pytest_add_cli_args = {json.dumps(add_args)}")
     if spec.deselect:
@@ -174,7 +181,8 @@ def bench_target(name: str, jobs: int, version: str, out: Path) -> dict:
         else:
             disagree.append(f"{rel}:{r['line']} {r['operator']} `{change[0]}` -> `{change[1]}`: "
                             f"killbench {r['verdict']}, mutmut {x['status']}")
-    return {"target": name, "mutmut": {**m, "mutants": len(mm),
+    checked = [x for x in mm if x["status"] != "not checked"]
+    return {"target": name, "mutmut": {**m, "mutants": len(checked), "generated": len(mm),
                                         "statuses": dict(Counter(x["status"] for x in mm))},
             "killbench": {**k, "mutants": len(kb), "ran": len(ran),
                           "runner": dict(Counter(r.get("runner", "-") for r in kb))},
@@ -200,6 +208,10 @@ def main() -> None:
             n = x["mutants"] or 1
             print(f"{r['target']:14} {tool:9} {x['mutants']:>8} {x['cpu_s']:>9.1f} {x['cpu_s'] / n:>10.3f} "
                   f"{x['wall_s']:>8.1f} {x['wall_s'] / n:>9.3f} {x['peak_rss_mib']:>9.0f}")
+        if not r["mutmut"]["mutants"]:
+            print(f"{r['target']:14} mutmut ran none of its {r['mutmut']['generated']} mutants "
+                  f"(see {args.out / r['target'] / 'mutmut.log'}): no ratio")
+            continue
         ratio = (r["killbench"]["cpu_s"] / max(1, r["killbench"]["mutants"])) / \
             max(1e-9, r["mutmut"]["cpu_s"] / max(1, r["mutmut"]["mutants"]))
         print(f"{r['target']:14} CPU-s per mutant, killbench / mutmut: {ratio:.2f}; verdicts agree on "
@@ -209,7 +221,7 @@ def main() -> None:
             print(f"  - {d}")
     (args.out / "results.json").write_text(json.dumps(rows, indent=1))
     if args.plot:
-        plot(rows, args.plot, args.mutmut, args.jobs)
+        plot([r for r in rows if r["mutmut"]["mutants"]], args.plot, args.mutmut, args.jobs)
 
 
 def plot(rows: list[dict], path: Path, version: str, jobs: int) -> None:
