@@ -136,26 +136,52 @@ def classify(report: RunReport, sandbox: Sandbox) -> tuple[str, KilledBy | None,
     return "check", None, None
 
 
-class CleanSelections:
-    """Whether a covering selection passes on clean code when run on its own.
+def ran_until_kill(report: RunReport, tests: list[str]) -> list[str]:
+    """The selected tests a killing run started, in the order it ran them: the first
+    failure stops a run, so this is the part of the selection that saw the kill."""
+    wanted = set(tests)
+    ran = [n for n in dict.fromkeys(report.begun) if n in wanted]
+    return ran or list(tests)
 
-    A kill under a covering selection counts only if that selection passes on clean
-    code by itself: tests that depend on other tests having run first would
-    otherwise turn into false kills. Results are shared by all workers.
+
+class CleanSelections:
+    """Whether the tests that saw a kill pass on clean code when run that way on their own.
+
+    A kill under a covering selection counts only if the run that saw it passes on clean
+    code without the mutant: tests that depend on other tests having run first would
+    otherwise turn into false kills. That run is the selection up to the killing test (the
+    first failure ends it), so that part is what is confirmed; a clean run of a longer
+    part of the same selection, in the same order, answers for every shorter one (the
+    tests before a point run the same whatever is selected after it). Results are shared
+    by all workers.
     """
 
     def __init__(self):
-        self._known: dict[frozenset, bool] = {}
+        self._passing: dict[tuple, int] = {}  # selection -> longest part known to pass
+        self._failing: dict[tuple, int] = {}  # selection -> shortest part known to fail
         self._lock = threading.Lock()
+        self.runs = 0
 
-    def passes(self, sandbox: Sandbox, baseline: Baseline, tests: list[str], settings) -> bool:
-        key = frozenset(tests)
+    def passes(self, sandbox: Sandbox, baseline: Baseline, tests: list[str], settings,
+               ran: list[str] | None = None) -> bool:
+        """Whether `ran` (the selection `tests` up to its kill; all of it if not given)
+        passes on clean code."""
+        key, part = tuple(tests), list(tests if ran is None else ran)
+        n = len(part)
+        if list(key[:n]) != part:
+            key = tuple(part)  # not run in the selection's order (plain collection order)
         with self._lock:
-            if key in self._known:
-                return self._known[key]
-        ok, _ = _clean_passes(sandbox, baseline, tests, settings)
+            if self._passing.get(key, 0) >= n:
+                return True
+            if self._failing.get(key, n + 1) <= n:
+                return False
+        ok, _ = _clean_passes(sandbox, baseline, part, settings)
         with self._lock:
-            self._known[key] = ok
+            self.runs += 1
+            if ok:
+                self._passing[key] = max(self._passing.get(key, 0), n)
+            else:
+                self._failing[key] = min(self._failing.get(key, n + 1), n)
         return ok
 
 
@@ -178,8 +204,8 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
     finally:
         sandbox.restore()
     if verdict == "killed" and selection == "covering" and clean is not None \
-            and not clean.passes(sandbox, baseline, tests, settings):
-        # the covering tests fail on clean code when run alone: judge on the full suite
+            and not clean.passes(sandbox, baseline, tests, settings, ran_until_kill(report, tests)):
+        # the covering tests that saw the kill fail on clean code run alone: judge on the full suite
         selection = "full"
         sandbox.write(mutant.path, apply(original, mutant))
         try:

@@ -107,3 +107,35 @@ def test_the_run_settings_defaults_are_the_clis():
     assert RunSettings() == RunSettings(defaults["timeout_factor"], defaults["timeout_floor"],
                                         defaults["warm"])
     assert (defaults["timeout_factor"], defaults["timeout_floor"], defaults["warm"]) == (3.0, 10.0, True)
+
+
+def test_a_kill_is_confirmed_by_the_part_of_the_selection_that_ran_and_parts_answer_for_each_other(
+        monkeypatch):
+    from killbench import runner
+
+    clean_runs = []
+    fails_from = {"t3"}  # on clean code, a run that reaches t3 fails (t3 needs other tests)
+
+    def clean_passes(sandbox, baseline, tests, settings):
+        clean_runs.append(list(tests))
+        return not (fails_from & set(tests)), None
+
+    monkeypatch.setattr(runner, "_clean_passes", clean_passes)
+    selection = ["t1", "t2", "t3", "t4"]
+    killed_at_t2 = RunReport(returncode=1, timed_out=False, wall_s=0.1,
+                             begun=["t1", "t2", "t1"])  # repeated ids counted once
+    assert runner.ran_until_kill(killed_at_t2, selection) == ["t1", "t2"]
+    assert runner.ran_until_kill(RunReport(returncode=1, timed_out=False, wall_s=0.1),
+                                 selection) == selection  # nothing began: all of it
+
+    known = runner.CleanSelections()
+    assert known.passes(None, None, selection, None, ["t1", "t2"]) is True
+    assert clean_runs == [["t1", "t2"]]  # only the part that saw the kill is run
+    assert known.passes(None, None, selection, None, ["t1"]) is True
+    assert known.runs == 1  # a shorter part of a passing part: no run
+    assert known.passes(None, None, selection, None, ["t1", "t2", "t3"]) is False
+    assert known.passes(None, None, selection, None, selection) is False
+    assert known.runs == 2  # a longer part of a failing part fails without a run
+    assert known.passes(None, None, selection, None, ["t2"]) is True
+    assert known.runs == 3  # not a leading part of the selection: judged on its own
+    assert clean_runs[-1] == ["t2"]

@@ -37,6 +37,22 @@ import pytest
 
 CANNOT_APPLY = 99
 
+# file -> qualified name -> every live function object compiled from that file's code of
+# that name: taken once in the server after collection (nothing changes it between jobs:
+# the server only forks), so a child finds a mutant's functions without walking the heap,
+# which costs tens of milliseconds and copies every page it touches. A child drops it
+# before any test runs, so no test sees an object kept alive by it.
+_FUNCTIONS = {}
+
+
+def _function_index():
+    out = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, types.FunctionType):
+            c = obj.__code__
+            out.setdefault(c.co_filename, {}).setdefault(c.co_qualname, []).append(obj)
+    return out
+
 
 def _codes(code, prefix=()):
     """qualname -> code object, over a module code's nested functions and classes."""
@@ -80,7 +96,7 @@ def apply_in_place(path, function, start, end):
         data = fh.read()
     try:
         tree = ast.parse(data)
-        code = compile(data, path, "exec", dont_inherit=True)
+        code = compile(tree, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError):
         return False
     starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
@@ -98,15 +114,13 @@ def apply_in_place(path, function, start, end):
             return False  # two definitions share the name: which one is live is unknown
         wanted[name] = found[0]
     swapped = 0
-    for obj in gc.get_objects():
-        if isinstance(obj, types.FunctionType):
-            c = obj.__code__
-            new = wanted.get(c.co_qualname)
-            if new is not None and c.co_filename == path:
-                if c.co_freevars != new.co_freevars:
-                    return False
-                obj.__code__ = new
-                swapped += 1
+    live = _FUNCTIONS.get(path, {})
+    for name, new in wanted.items():
+        for obj in live.get(name, ()):
+            if obj.__code__.co_freevars != new.co_freevars:
+                return False
+            obj.__code__ = new
+            swapped += 1
     return swapped > 0
 
 
@@ -118,9 +132,7 @@ def _live_from(copies):
         f = getattr(mod, "__file__", None)
         if isinstance(f, str) and os.path.realpath(f) in real:
             return True
-    names = set(copies) | real
-    return any(isinstance(o, types.FunctionType) and o.__code__.co_filename in names
-               for o in gc.get_objects())
+    return any(name in _FUNCTIONS for name in set(copies) | real)
 
 
 def _apply(job):
@@ -180,6 +192,7 @@ def _child(session, job, by_id, server_pid):
     probe._reset({**probe._config(), "report": job["report"], "select": job["select"]})
     if job.get("path") is not None and not _apply(job):
         os._exit(CANNOT_APPLY)
+    _FUNCTIONS.clear()
     probe._emit({"event": "start", "pid": os.getpid(), "python": sys.version.split()[0],
                  "pytest": pytest.__version__, "warm": True})
     probe._emit({"event": "collected", "collected": len(by_id), "selected": len(items),
@@ -216,6 +229,7 @@ def pytest_runtestloop(session):
     jobs = os.fdopen(jobs_fd, "r", encoding="utf-8")
     out = os.fdopen(answers_fd, "w", encoding="utf-8")
     by_id = {item.nodeid: item for item in session.items}
+    _FUNCTIONS.update(_function_index())
     print(json.dumps({"ready": True, "items": len(by_id), "pid": os.getpid()}), file=out, flush=True)
     for line in jobs:
         if not line.strip():
