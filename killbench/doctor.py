@@ -166,14 +166,16 @@ def _run_doctor(spec, target, jobs, sample, seed, settings) -> tuple[list[Check]
     plain: dict[str, Outcome] = {}
     run_mutants(target, baseline, todo, workdir, jobs, lambda m, o: plain.__setitem__(m.id, o),
                 dataclasses.replace(settings, warm=False), sandbox_prefix="doctor-plain")
-    warm = [m for m, _ in todo if parallel[m.id].runner == "warm"]
-    diff = [f"{m.id} {m.path}:{m.line} {m.operator}: warm {parallel[m.id].verdict}, plain "
-            f"{plain[m.id].verdict}" for m in warm if parallel[m.id].verdict != plain[m.id].verdict]
+    warm = [m for m, _ in todo if parallel[m.id].runner in ("warm", "fork")]
+    forked = sum(1 for m in warm if parallel[m.id].runner == "fork")
+    diff = [f"{m.id} {m.path}:{m.line} {m.operator}: {parallel[m.id].runner} "
+            f"{parallel[m.id].verdict}, plain {plain[m.id].verdict}"
+            for m in warm if parallel[m.id].verdict != plain[m.id].verdict]
     checks.append(Check(
         "warm runner equals plain",
-        f"identical verdicts for the sampled mutants the warm runner judged and the plain path",
-        f"{len(warm) - len(diff)} / {len(warm)} identical ({len(todo) - len(warm)} of {len(todo)} "
-        "sampled mutants ran the plain way: evaluated at import or definition time)",
+        f"identical verdicts for the sampled mutants the warm or forked runner judged and the plain path",
+        f"{len(warm) - len(diff)} / {len(warm)} identical ({forked} of them forked before "
+        f"collection; {len(todo) - len(warm)} of {len(todo)} sampled mutants ran the plain way)",
         not diff and (len(warm) > 0 or not settings.warm), diff))
 
     # 6. covering-tests selection equals the full suite; unreached mutants survive the full suite

@@ -35,7 +35,7 @@ from .runner import CleanSelections, RunSettings, run_mutant, selection_for
 from .sandbox import Sandbox
 from .targets import PreparedTarget, prepare
 from . import behaviour
-from .warm import WarmRunner, check_sample
+from .warm import ForkRunner, WarmRunner, check_sample
 
 log = logging.getLogger("killbench")
 
@@ -218,6 +218,7 @@ def run_mutants(target: PreparedTarget, baseline: Baseline, todo: list[tuple[Mut
     for sb in sandboxes:
         if settings.warm:
             sb.warm = WarmRunner(sb, baseline)
+            sb.fork = ForkRunner(sb, baseline)
         pool.put(sb)
     lock = threading.Lock()
     clean = CleanSelections()
@@ -259,8 +260,9 @@ def run_mutants(target: PreparedTarget, baseline: Baseline, todo: list[tuple[Mut
             raise
         finally:
             for sb in sandboxes:
-                if getattr(sb, "warm", None) is not None:
-                    sb.warm.close()
+                for runner in (getattr(sb, "warm", None), getattr(sb, "fork", None)):
+                    if runner is not None:
+                        runner.close()
 
 
 def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[Candidate],
@@ -302,22 +304,27 @@ def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[
     return records
 
 
-WARM_SAMPLE = 8
+WARM_SAMPLE = 8  # mutants the warm runner judged, run again the plain way
+FORK_SAMPLE = 4  # and of those the forked runner judged (each a whole-suite run)
 
 
 def warm_equals_plain(target: PreparedTarget, baseline: Baseline, records: list[MutantRecord],
                       workdir: Path, jobs: int, settings: RunSettings, name: str,
                       sample: int = WARM_SAMPLE, seed: int = 0,
                       sandbox_prefix: str = "plain") -> list[tuple]:
-    """A seeded sample of the mutants the warm runner judged, run again the plain way: the
-    verdicts must be the same (a harness error otherwise, never a silent fallback)."""
+    """A seeded sample of the mutants the warm and the forked runner judged, run again the
+    plain way: the verdicts must be the same (a harness error otherwise, never a silent
+    fallback)."""
     import dataclasses
     import random
 
-    warm = [r for r in records if r.outcome.runner == "warm"]
-    if not warm:
+    rng = random.Random(f"{seed}:{name}")
+    picked = []
+    for kind, size in (("warm", sample), ("fork", FORK_SAMPLE if sample else 0)):
+        judged = [r for r in records if r.outcome.runner == kind]
+        picked += rng.sample(judged, min(size, len(judged)))
+    if not picked:
         return []
-    picked = random.Random(f"{seed}:{name}").sample(warm, min(sample, len(warm)))
     plain: dict[str, Outcome] = {}
     run_mutants(target, baseline, [(r.mutant, selection_for(r.reach, baseline)) for r in picked],
                 workdir, jobs, lambda m, o: plain.__setitem__(m.id, o),

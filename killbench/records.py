@@ -85,7 +85,7 @@ class Outcome:
     ran: bool = True  # False when the verdict follows without a run (unreached, identical bytecode)
     selection: str = "covering"  # "covering", "full" or "none"
     detail: str | None = None  # why, for harness-error, invalid and not-run verdicts
-    runner: str = "plain"  # "warm" when the first run of the mutant was in the warm runner
+    runner: str = "plain"  # "warm" / "fork" when the first run of the mutant was in the warm / forked runner
 
     def to_dict(self) -> dict:
         return _plain(self)
@@ -162,7 +162,7 @@ class RunReport:
     begun: list[str] = field(default_factory=list)  # node ids whose run started, in order
     audit: list[dict] = field(default_factory=list)  # the probe's audit events (untrusted runs)
     log_problems: list[str] = field(default_factory=list)  # malformed event lines
-    runner: str = "plain"  # "warm": a forked child of the warm runner
+    runner: str = "plain"  # "warm": a child of the warm runner; "fork": of the forked runner
 
     def failures(self) -> list[TestEvent]:
         return [t for t in self.tests if t.outcome == "failed"]

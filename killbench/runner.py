@@ -53,13 +53,18 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
          settings: RunSettings, mutant: Mutant | None = None, clean_warm: bool = False) -> RunReport:
     """One run of `tests` (None: the whole suite) on the sandbox as it is: in the warm
     runner when it has one, for a mutant's selection or (`clean_warm`) for the same kind of
-    selection on clean code, else as a process of its own."""
+    selection on clean code; the whole suite in the forked runner when it has one; else as
+    a process of its own."""
     timeout = baseline.timeout_for(tests, settings.timeout_factor, settings.timeout_floor)
     warm = getattr(sandbox, "warm", None)
     if warm is not None and settings.warm and (mutant is not None or clean_warm) and tests:
         report = warm.run(mutant, tests, timeout)
         if report is not None:
-            report.runner = "warm"
+            return report
+    fork = getattr(sandbox, "fork", None)
+    if fork is not None and settings.warm and tests is None:
+        report = fork.run(mutant, None, timeout)
+        if report is not None:
             return report
     spec = sandbox.target.spec
     files = test_files(tests) if tests is not None else []

@@ -8,6 +8,11 @@ evaluated at import or definition time, a lambda, a name defined twice) runs on 
 path, and every `mutate` run and `killbench doctor` run a sample of mutants both ways and
 fail loudly on any difference (``check_sample``).
 
+The forked runner (``ForkRunner``) serves the runs the warm one cannot: the whole suite,
+for a mutant evaluated at import or definition time or a clean rerun. Its server stops
+before collection, and each child collects and runs from there as a fresh process would,
+importing the mutant from disk; checked against the plain path the same way.
+
 The server runs the target's own suite: it is for trusted code only (``mutate``,
 ``manifests build``, ``doctor``), never for generated tests.
 """
@@ -32,6 +37,12 @@ START_TIMEOUT = 600.0
 class WarmRunner:
     """One server per sandbox, started on first use and again after a sandbox rebuild."""
 
+    kind = "warm"
+    plugin = "killbench_warm"
+
+    def server_args(self) -> list[str]:
+        return list(self.sandbox.target.spec.tests)
+
     def __init__(self, sandbox, baseline):
         self.sandbox = sandbox
         self.baseline = baseline
@@ -44,13 +55,13 @@ class WarmRunner:
 
     def _start(self) -> None:
         sb = self.sandbox
-        root = sb.root / "warm"
+        root = sb.root / self.kind
         if root.exists():
             shutil.rmtree(root)
         root.mkdir(parents=True)
         (root / "home").mkdir()
         (root / "tmp").mkdir()
-        spawn = sb.pytest_spawn(root, ["-p", "killbench_warm", *sb.target.spec.tests], select=None,
+        spawn = sb.pytest_spawn(root, ["-p", self.plugin, *self.server_args()], select=None,
                                 exclude=self.baseline.excluded, timeout=None)
         spawn.stdout, spawn.stderr = root / "server.out", root / "server.err"
         # The server imports the target while it collects: from clean sources, or every
@@ -62,7 +73,7 @@ class WarmRunner:
             tail = (root / "server.err").read_text(errors="replace")[-800:]
             self.server.stop()
             self.server = None
-            self.broken = f"the warm runner did not start ({ready}): {tail}"
+            self.broken = f"the {self.kind} runner did not start ({ready}): {tail}"
             log.warning("%s: %s; running every mutant the plain way", sb.target.name, self.broken)
             return
         self._rebuilds = sb.rebuilds
@@ -72,10 +83,10 @@ class WarmRunner:
             self.server.stop()
             self.server = None
 
-    def run(self, mutant: Mutant | None, tests: list[str], timeout: float) -> RunReport | None:
-        """The covering tests against `mutant` (already written into the sandbox), or with
-        no mutant against the clean code the server imported; None when it must run the
-        plain way."""
+    def run(self, mutant: Mutant | None, tests: list[str] | None, timeout: float) -> RunReport | None:
+        """The covering tests (the forked runner: the whole suite, None) against `mutant`
+        (already written into the sandbox), or with no mutant against clean code; None when
+        it must run the plain way."""
         if self.broken:
             return None
         sb = self.sandbox
@@ -85,11 +96,11 @@ class WarmRunner:
             if self.server is None:
                 return None
         self._jobs += 1
-        job_dir = sb.root / "warm" / "job"
+        job_dir = sb.root / self.kind / "job"
         if job_dir.exists():
             shutil.rmtree(job_dir)
         job_dir.mkdir(parents=True)
-        job = {"id": self._jobs, "report": str(job_dir / "report.jsonl"), "select": list(tests),
+        job = {"id": self._jobs, "report": str(job_dir / "report.jsonl"), "select": None if tests is None else list(tests),
                "path": None, "function": None, "timeout": timeout,
                "env": {"HOME": str(job_dir / "home"), "TMPDIR": str(job_dir / "tmp")}}
         if mutant is not None:
@@ -115,15 +126,31 @@ class WarmRunner:
                              signal=-code if code < 0 and not answer["timed_out"] else None,
                              timed_out=answer["timed_out"], wall_s=answer["wall_s"],
                              cpu_s=answer["cpu_s"], max_rss_kb=answer["max_rss_kb"],
-                             isolation="none", argv=["(warm)", *tests])
+                             isolation="none", argv=[f"({self.kind})", *(tests or [])])
         report, _ = sb.after_run(job_dir, proc, keep=True)
+        report.runner = self.kind
         return report
 
 
+class ForkRunner(WarmRunner):
+    """Full-suite runs (mutants evaluated at import or definition time, clean reruns) in a
+    child forked from a session that stopped before collection (``killbench_fork``): the
+    child imports the tests and the target from disk and runs as the plain path would,
+    without paying for the interpreter's start, pytest's import and its configuration.
+    Checked against the plain path as the warm runner is."""
+
+    kind = "fork"
+    plugin = "killbench_fork"
+
+    def server_args(self) -> list[str]:
+        return ["-x", *self.sandbox.target.spec.tests]  # what the plain path runs for the full suite
+
+
 def check_sample(name: str, pairs: list[tuple[Mutant, str, str]]) -> None:
-    """Warm and plain verdicts of a sample of mutants must be the same: raise otherwise."""
+    """Warm (or forked) and plain verdicts of a sample of mutants must be the same: raise
+    otherwise."""
     diff = [f"{m.id} {m.path}:{m.line} {m.operator}: warm {a}, plain {b}" for m, a, b in pairs if a != b]
     if diff:
-        raise HarnessError(f"{name}: the warm runner and the plain one disagree on {len(diff)} of "
+        raise HarnessError(f"{name}: the warm or forked runner and the plain one disagree on {len(diff)} of "
                            f"{len(pairs)} sampled mutants (a killbench bug; rerun with "
                            f"--no-warm to use the plain path only): " + "; ".join(diff[:5]))
