@@ -302,14 +302,21 @@ def test_the_warm_runner_shows_every_mutant_the_same_environment(fixture_target,
     seen = [json.loads(line) for line in log.read_text().splitlines()]
     groups: dict = {}
     for s in seen:
-        warm = any(k == "KILLBENCH_WARM_FD" for k, _ in s["env"])
-        groups.setdefault((warm, s["cwd"]), []).append(s)
-    warm_seen = [s for (warm, _), g in groups.items() if warm for s in g]
+        # the warm runner's children, the forked runner's (whole-suite runs: where a mutant
+        # of import-time code, and every clean run that confirms one, runs), the plain path:
+        # which one runs follows from where a mutant is, not from what it is; within each,
+        # every run must see the same
+        kind = "fork" if "killbench_fork" in s["argv"] else \
+            "warm" if any(k == "KILLBENCH_WARM_FD" for k, _ in s["env"]) else "plain"
+        groups.setdefault((kind, s["cwd"]), []).append(s)
+    warm_seen = [s for (kind, _), g in groups.items() if kind == "warm" for s in g]
     # every warm run of a mutant it reaches runs the observer first (its file sorts first)
     assert len(warm_seen) >= len(warm_runs), (len(warm_seen), len(warm_runs))
-    assert len({cwd for warm, cwd in groups if warm}) == 1, "one warm server, one directory"
+    assert len({cwd for kind, cwd in groups if kind == "warm"}) == 1, "one warm server, one directory"
+    assert any(kind == "fork" for kind, _ in groups), "the forked runner ran the import-time mutants"
     problems = []
-    for (warm, cwd), group in groups.items():
+    for (kind, cwd), group in groups.items():
+        warm = kind != "plain"
         if cwd.endswith("/baseline/tree"):
             continue  # the baseline's runs (with coverage, then timed) are not mutant runs
         first = group[0]
@@ -325,7 +332,7 @@ def test_the_warm_runner_shows_every_mutant_the_same_environment(fixture_target,
                     if a == b:
                         differ.pop("rlimits")
             if differ:
-                problems.append(f"{'warm' if warm else 'plain'} runs in {cwd} ({len(group)}) saw different "
+                problems.append(f"{kind} runs in {cwd} ({len(group)}) saw different "
                                 + "; ".join(f"{k}: {_delta(a, b)}" for k, (a, b) in differ.items()))
                 break
     assert not problems, "\n".join(problems)
