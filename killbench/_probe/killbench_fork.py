@@ -17,11 +17,9 @@ A child whose mutated file something in the server was already made from (a conf
 imported it while pytest configured) exits 99: the plain path runs that mutant.
 """
 
-import json
 import os
 import signal
 import sys
-import time
 
 import pytest
 
@@ -52,36 +50,6 @@ def _child(job, server_pid):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session):
-    jobs_fd, answers_fd = (int(x) for x in os.environ["KILLBENCH_WARM_FD"].split(","))
-    jobs = os.fdopen(jobs_fd, "r", encoding="utf-8")
-    out = os.fdopen(answers_fd, "w", encoding="utf-8")
-    warm._FUNCTIONS.update(warm._function_index())
-    print(json.dumps({"ready": True, "items": 0, "pid": os.getpid()}), file=out, flush=True)
-    server_pid = os.getpid()
-    for line in jobs:
-        if not line.strip():
-            continue
-        job = json.loads(line)
-        started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                # through their file objects: this child returns into pytest, and a file
-                # object left open would close its descriptor number later, by then another
-                # file's (the job's report)
-                out.close()
-                jobs.close()
-                _child(job, server_pid)
-            except BaseException:
-                os._exit(98)
-            return None  # the child: pytest's own collection, run and exit from here on
-        status, usage, timed_out = warm._wait(pid, job["timeout"])
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        print(json.dumps({"id": job["id"], "status": status, "timed_out": timed_out,
-                          "wall_s": round(time.monotonic() - started, 4),
-                          "cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
-                          "max_rss_kb": int(usage.ru_maxrss)}), file=out, flush=True)
+    if warm.serve(0, _child):
+        return None  # the child: pytest's own collection, run and exit from here on
     os._exit(0)

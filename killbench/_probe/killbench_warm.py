@@ -223,28 +223,33 @@ def _wait(pid, timeout):
         delay = min(delay * 2, 0.02)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session):
+def serve(items, child):
+    """The server's loop, shared with the forked runner: answer each job by forking a child
+    that runs ``child(job, server_pid)``, waiting for it up to the job's deadline and killing
+    whatever it left in its session. True in a child whose ``child`` returned (the forked
+    runner's goes on into pytest), False in the server when the jobs pipe closes."""
     jobs_fd, answers_fd = (int(x) for x in os.environ["KILLBENCH_WARM_FD"].split(","))
     jobs = os.fdopen(jobs_fd, "r", encoding="utf-8")
     out = os.fdopen(answers_fd, "w", encoding="utf-8")
-    by_id = {item.nodeid: item for item in session.items}
     _FUNCTIONS.update(_function_index())
-    print(json.dumps({"ready": True, "items": len(by_id), "pid": os.getpid()}), file=out, flush=True)
+    print(json.dumps({"ready": True, "items": items, "pid": os.getpid()}), file=out, flush=True)
+    server_pid = os.getpid()
     for line in jobs:
         if not line.strip():
             continue
         job = json.loads(line)
         started = time.monotonic()
-        server_pid = os.getpid()
         pid = os.fork()
         if pid == 0:
             try:
-                os.close(answers_fd)
-                os.close(jobs_fd)
-                _child(session, job, by_id, server_pid)
-            finally:
+                # through their file objects: a child that returns into pytest would otherwise
+                # have them close their descriptor numbers later, by then another file's
+                out.close()
+                jobs.close()
+                child(job, server_pid)
+            except BaseException:
                 os._exit(98)
+            return True
         status, usage, timed_out = _wait(pid, job["timeout"])
         try:
             os.killpg(pid, signal.SIGKILL)  # whatever the child's tests left in its session
@@ -254,5 +259,12 @@ def pytest_runtestloop(session):
                           "wall_s": round(time.monotonic() - started, 4),
                           "cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
                           "max_rss_kb": int(usage.ru_maxrss)}), file=out, flush=True)
-    return True
+    return False
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    by_id = {item.nodeid: item for item in session.items}
+    if serve(len(by_id), lambda job, server_pid: _child(session, job, by_id, server_pid)):
+        os._exit(98)  # a warm child ends in _child, never here
+    return True
