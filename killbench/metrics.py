@@ -222,8 +222,7 @@ def file_funnel(subs: list[Submission], entries: list[GateEntry]) -> dict[str, i
         elif e.file_reason:
             lost["collected"] += 1
     out, left = {}, len(gated)
-    out["files"] = left
-    for step in FILE_FUNNEL[1:]:
+    for step in FILE_FUNNEL:  # the first step, "files", loses nothing
         left -= lost[step]
         out[step] = left
     collected = sum(1 for e in gated if e is not None and not e.file_reason)
@@ -262,8 +261,8 @@ def test_funnel(subs: list[Submission], entries: list[GateEntry]) -> dict[str, i
             elif t.reason == "flaky" and t.stage == "mutant-disguised":
                 stage = "kept"
             lost[stage] += 1
-    out, left = {"tests": total}, total
-    for step in TEST_FUNNEL[1:]:
+    out, left = {}, total
+    for step in TEST_FUNNEL:  # the first step, "tests", loses nothing
         left -= lost[step]
         out[step] = left
     if out["kept"] != kept:
@@ -294,8 +293,9 @@ def assertion_classes(sources: dict[str, str], keys: list[str]) -> dict[str, str
     for key in keys:
         path, _, name = key.partition("::")
         if path not in per_file:
+            source = sources.get(path)
             try:
-                per_file[path] = classify_file(sources.get(path, ""))
+                per_file[path] = classify_file(source) if source is not None else {}
             except (ValueError, SyntaxError):
                 per_file[path] = {}
         out[key] = per_file[path].get(name.split("[", 1)[0], "none")
@@ -432,7 +432,7 @@ def pooled(targets: dict[str, TargetScore], resamples: int, seed: int) -> Pooled
         return None
     est = cluster_bootstrap(clusters, resamples=resamples, seed=seed)
     return Pooled(k=sum(k for k, _ in clusters), n=sum(n for _, n in clusters), estimate=est[0],
-                  low=est[1], high=est[2], method=getattr(est, "method", "cluster bootstrap"),
+                  low=est[1], high=est[2], method=est.method,
                   resamples=resamples, seed=seed, what="task-set mutants, pooled over targets")
 
 

@@ -442,3 +442,119 @@ def test_a_syntax_error_names_its_file_line_and_column():
     with pytest.raises(ValueError) as info:
         classify_file("def test_a(:\n", "t.py")
     assert str(info.value) == "t.py:1:12: cannot classify assertions, syntax error: invalid syntax"
+
+
+# ---- edges found by mutating this module (each case distinguishes one rule from its neighbour)
+
+def _one(body: str, params: str = "") -> str:
+    return classify_test(f"def test_x({params}):\n" + textwrap.indent(textwrap.dedent(body), "    "))
+
+
+@pytest.mark.parametrize("body,expected", [
+    # dicts: keys and values may be None; every value must be literal; ** of a literal dict
+    ("assert f() == {None: 1}\n", "value"),
+    ("assert f() == {'a': None}\n", "value"),
+    ("assert f() == {'a': g()}\n", "existence"),
+    ("assert f() == {**{'a': 1}, 'b': 2}\n", "value"),
+    ("assert f() == {**other, 'b': 2}\n", "existence"),
+    # a binary operation is literal only when both sides are
+    ("assert f() == 2 * g()\n", "existence"),
+    ("assert f() == 2 * 3\n", "value"),
+    # a comparison of constants only (None counts as a constant there) judges nothing
+    ("assert None is None\n", "none"),
+    ("assert 1 == None\n", "none"),
+    # mock: arguments may be None; no arguments pin nothing
+    ("m.assert_called_once_with(1, None)\n", "value"),
+    ("m.assert_called_with(key=None)\n", "value"),
+    ("m.assert_called_once_with()\n", "existence"),
+    # a name rebound by `with ... as` is not a literal
+    ("expected = 1\nwith ctx() as expected:\n    pass\nassert f() == expected\n", "existence"),
+    ("with ctx():\n    pass\nassert f() == 1\n", "value"),
+    # a name bound to a literal through a name bound later in the source
+    ("if cond:\n    expected = base + 1\nbase = 2\nassert f() == expected\n", "value"),
+    # raising something other than AssertionError is no assertion
+    ("raise ValueError('x')\n", "none"),
+    ("raise\n", "none"),
+    # pytest's raises and warns by their own names only
+    ("with raises(ValueError):\n    f()\n", "exception"),
+    ("with recorder.raises(ValueError):\n    f()\n", "none"),
+    ("with recorder.warns(UserWarning):\n    f()\n", "none"),
+    ("with pytest.deprecated_call():\n    f()\n", "exception"),
+    ("with deprecated_call():\n    f()\n", "exception"),
+    ("with helper.deprecated_call():\n    f()\n", "none"),
+    ("with pytest.warns(expected_warning=UserWarning):\n    f()\n", "exception"),
+    # generic classes: the builtins' only, however spelt
+    ("with pytest.raises(builtins.Exception):\n    f()\n", "existence"),
+    ("with pytest.raises(errors.Exception):\n    f()\n", "exception"),
+    # try/except: a handler that also catches AssertionError swallows the failure
+    ("try:\n    f()\n    pytest.fail('no')\nexcept (ValueError, AssertionError):\n    pass\n",
+     "existence"),
+    ("try:\n    f()\nexcept ValueError:\n    pass\nelse:\n    assert flag\n", "existence"),
+    ("try:\n    f()\nexcept ValueError:\n    pass\nelse:\n    outcome = pytest.fail('no')\n",
+     "existence"),
+    ("try:\n    f()\nexcept* ValueError:\n    pass\nelse:\n    pytest.fail('no raise')\n",
+     "exception"),
+])
+def test_edges_of_the_rules(body, expected):
+    assert _one(body) == expected
+
+
+@pytest.mark.parametrize("body,expected", [
+    ("self.assert_(f())\n", "existence"),
+    ("self.fail('no')\n", "existence"),
+    ("self.assertIs(f(), True)\n", "value"),
+    ("self.assertIn(f(), [1, 2])\n", "value"),
+    ("self.assertEqual(first=f(), second=3)\n", "value"),
+    ("self.assertEqual(f(), second=3)\n", "value"),
+    ("self.assertIn(member=f(), container=[1, 2])\n", "value"),
+    ("self.assertIn(f(), container=[1, 2])\n", "value"),
+    ("self.assertEqual(first=f())\n", "existence"),
+])
+def test_unittest_arguments_by_position_or_keyword(body, expected):
+    assert _one(body, "self") == expected
+
+
+@pytest.mark.parametrize("decorators,expected", [
+    # by keyword
+    ("@pytest.mark.parametrize(argnames='x', argvalues=[1, 2])\n", "value"),
+    ("@pytest.mark.parametrize('x', argvalues=[1, 2])\n", "value"),
+    ("@pytest.mark.parametrize(argnames='x')\n", "existence"),
+    # names as a list; one name takes whole tuples as its values; an empty list fills nothing
+    ("@pytest.mark.parametrize(['x'], [1, 2])\n", "value"),
+    ("@pytest.mark.parametrize('x', [(1, 2), (3, 4)])\n", "value"),
+    ("@pytest.mark.parametrize('x', [])\n", "existence"),
+    # another decorator with the same shape fills nothing
+    ("@other('x', [1, 2])\n", "existence"),
+    ("@functools.wraps\n", "existence"),
+    # an indirect parametrize does not stop the ones after it
+    ("@pytest.mark.parametrize('y', [1], indirect=True)\n"
+     "@pytest.mark.parametrize('x', [1, 2])\n", "value"),
+])
+def test_parametrize_fills_a_parameter_with_literals(decorators, expected):
+    src = decorators + "def test_x(x, y=None):\n    assert f() == x\n"
+    assert classify_test(src) == expected
+
+
+def test_every_kind_of_parameter_shadows_a_module_constant():
+    for params in ("x", "x, /", "*, x", "*x", "**x", "a, *x", "a, **x"):
+        src = f"x = 1\n\ndef test_a({params}):\n    assert f() == x\n"
+        assert classify_file(src) == {"test_a": "existence"}, params
+    assert classify_file("x = 1\n\ndef test_a(a):\n    assert f() == x\n") == {"test_a": "value"}
+
+
+def test_a_lone_function_is_classified_whatever_its_name():
+    assert classify_test("def check():\n    assert f() == 1\n") == "value"
+
+
+def test_a_test_case_base_by_any_spelling():
+    for base in ("TestCase", "unittest.TestCase", "django.test.TestCase"):
+        src = f"class Cases({base}):\n    def test_a(self):\n        assert f() == 1\n"
+        assert classify_file(src) == {"Cases::test_a": "value"}, base
+    assert classify_file("class Cases(make_base()):\n    def test_a(self):\n        pass\n") == {}
+    assert classify_file("class Cases(TestCaseMixin):\n    def test_a(self):\n        pass\n") == {}
+
+
+def test_classify_file_names_the_source_when_it_has_no_file_name():
+    with pytest.raises(ValueError) as info:
+        classify_file("def test_a(:\n")
+    assert str(info.value).startswith("<string>:1:")

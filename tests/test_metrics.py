@@ -211,3 +211,163 @@ def test_the_score_records_the_run_settings_by_name():
                             "gate_timeout_s", "options"}
     # bundles on the leaderboard are of this schema; changing it needs a reader for the old one
     assert m.SCORE_SCHEMA == 2 and run.model_dump()["schema_version"] == 2
+
+
+# ---- edges found by mutating this module
+
+def test_every_rate_says_what_it_counts_at_95_percent():
+    s = score()
+    assert s.kills.what == "task-set mutants" and s.kills.confidence == 0.95
+    assert s.kills_by_place["run by a test"].what == "task-set mutants on lines a test of the suite runs"
+    assert s.kills_by_place["import only"].what == "task-set mutants on lines only an import runs"
+    t = s.transfer
+    assert t.within_function_executed.what == \
+        "held-out mutants in the tests' functions, on lines kept tests execute"
+    assert t.within_function_all.what == "held-out mutants in the tests' functions"
+    assert t.cross_function.what == "held-out mutants in other functions"
+
+
+def test_a_task_set_mutant_that_timed_out_or_was_interrupted_and_was_not_killed_is_counted():
+    runs = [KillRun(mutant="t1", candidate="aaaa", cells={f"{F}::test_value": "timeout"}),
+            KillRun(mutant="t2", candidate="aaaa", cells={f"{F}::test_value": "interrupted"}),
+            KillRun(mutant="t3", candidate="aaaa", cells={f"{F}::test_value": "passed"}),
+            KillRun(mutant="h3", candidate="aaaa", cells={f"{F}::test_value": "timeout"})]
+    assert m.timeouts(MATRIX.model_copy(update={"runs": runs})) == {"t1", "t2", "h3"}
+    s = m.target_score(POP, SUBS, ENTRIES, MATRIX.model_copy(update={"runs": runs}), SUMMARY,
+                       SOURCES, complete=True)
+    assert s.timeouts_on_task_set == 2 and s.kills.k == 0
+
+
+def test_a_candidate_submitted_twice_for_one_task_is_counted_once():
+    twice = SUBS + [Submission(target="pkg", candidate="aaaa", task="t1", attempt=3)]
+    assert m.file_funnel(twice, ENTRIES) == m.file_funnel(SUBS, ENTRIES)
+    assert m.test_funnel(twice, ENTRIES) == m.test_funnel(SUBS, ENTRIES)
+    assert m.rejections(twice, ENTRIES) == m.rejections(SUBS, ENTRIES)
+
+
+def _file(c, reason, stage):
+    return GateEntry(target="pkg", candidate=c, task="t1", unit="file", file_reason=reason, stage=stage)
+
+
+def test_files_lost_before_collection_are_placed_by_reason_and_stage_and_counted_each():
+    subs = [Submission(target="pkg", candidate=c, task="t1") for c in "abcdefgh"]
+    entries = [_file("a", "too-large", "intake"), _file("b", "invalid-text", "intake"),
+               _file("c", "invalid-text", "intake"), _file("d", "gaming", "scan"),
+               _file("e", "gaming", "scan"), _file("f", "gaming", "audit"),
+               _file("g", "collection-error", "collect"),
+               GateEntry(target="pkg", candidate="h", task="t1", tests=[
+                   TestVerdict(nodeid=f"{F}::test_a", kept=True, stage="mutant-disguised")])]
+    assert m.file_funnel(subs, entries) == {"files": 8, "accepted (size, text)": 5, "parsed": 5,
+                                            "not gaming (scan)": 3, "collected": 1}
+    assert m.rejections(subs, entries) == {"too-large (file)": 1, "invalid-text (file)": 2,
+                                           "gaming (file)": 3, "collection-error (file)": 1}
+    # a candidate never gated (the gate-call budget ran out) is lost at the first step
+    ungated = subs + [Submission(target="pkg", candidate="z", task="t2")]
+    assert m.file_funnel(ungated, entries)["accepted (size, text)"] == 5
+    assert m.rejections(ungated, entries)["not gated (gate-call budget spent)"] == 1
+
+
+def test_the_test_funnel_skips_ungated_and_rejected_files_wherever_they_come():
+    subs = [Submission(target="pkg", candidate=c, task="t1") for c in ("r", "n", "k")]
+    entries = [_file("r", "syntax-error", "parse"),
+               GateEntry(target="pkg", candidate="k", task="t1", tests=[
+                   TestVerdict(nodeid=f"{F}::test_a", kept=True, stage="mutant-disguised"),
+                   TestVerdict(nodeid=f"{F}::test_b", kept=False, reason="timeout",
+                               stage="mutant-disguised")])]
+    assert m.test_funnel(subs, entries) == {"tests": 2, "passes on clean": 2,
+                                            "stable (hash seed, order, directory)": 2,
+                                            "not gaming (disguises, audit)": 2, "kept": 1}
+
+
+def test_a_test_missing_from_its_file_or_a_file_missing_from_the_sources_has_class_none():
+    classes = m.assertion_classes({F: "def test_a():\n    assert f() == 1\n"},
+                                  [f"{F}::test_a", f"{F}::test_gone", f"{G}::test_b"])
+    assert classes == {f"{F}::test_a": "value", f"{F}::test_gone": "none", f"{G}::test_b": "none"}
+
+
+def test_specificity_with_no_test_killing_exactly_one_task():
+    s = m.specificity(POP, {"a": {"t1", "t2"}, "b": set()})
+    assert s.task_kills_per_test == {"0": 1, "2": 1} and s.exactly_one == 0 and s.tests == 2
+
+
+def test_the_held_out_minimum_is_met_at_equality():
+    pop = POP.model_copy(update={"held_out_minimum": 3})
+    assert m.transfer(pop, {}, {}, {}, {}).minimum_met is True
+    pop = POP.model_copy(update={"held_out_minimum": 4})
+    assert m.transfer(pop, {}, {}, {}, {}).minimum_met is False
+
+
+def test_transfer_counts_each_killed_held_out_mutant_by_its_killers_class():
+    kills = {"a": {"h1"}, "b": {"h2", "h3"}}
+    t = m.transfer(POP, kills, {"a": "t1", "b": "t3"}, {"a": {"h1"}, "b": {"h2", "h3"}},
+                   {"a": "exception", "b": "value"})
+    # a was written for t1 (f), b for t3 (g): every held-out mutant is in a test's function.
+    # h1 (f) killed by a and h2 (g) by b count; b's kill of h3 (f) is not in b's function, and
+    # f is a test's function, so it is neither a within- nor a cross-function kill
+    assert (t.within_function_all.k, t.within_function_all.n) == (2, 3)
+    assert (t.cross_function.k, t.cross_function.n) == (0, 0)
+    assert t.by_class == {"value": 1, "exception": 1, "existence": 0, "none": 0}
+
+
+@pytest.mark.parametrize("tokens,n,expected", [(1000, 3, 333.3), (1000, 0, None), (0, 4, 0.0),
+                                               (0, 0, None)])
+def test_tokens_per_unit(tokens, n, expected):
+    s = SUMMARY.model_copy(update={"tokens_in": tokens, "tokens_out": 0})
+    assert m.cost(s, n, n, n, n).tokens_per_kill == expected
+
+
+def test_a_positive_control_is_held_only_when_every_gating_kept_its_test():
+    pop = POP.model_copy(update={"controls": {
+        "positive": [{"id": "t1"}, {"id": "t2"}, {"id": "t3"}, {"id": "h1"}],
+        "negative": {"count": 4}}})
+
+    def entry(task, kept=(True,), reason=None):
+        return GateEntry(target="pkg", candidate="c" + task, task=task, file_reason=reason,
+                         tests=[TestVerdict(nodeid=f"{F}::test_{i}", kept=k,
+                                            reason=None if k else "did-not-detect",
+                                            stage="mutant-disguised" if k else "mutant")
+                                for i, k in enumerate(kept)])
+
+    entries = [entry("t1"), entry("t1", (True, True)),      # held both times
+               entry("t2"), entry("t2", (True, False)),     # one gating lost one test
+               entry("h1", (), reason="syntax-error")]      # t3 never gated; h1's file rejected
+    c = m.controls_held(pop, entries)
+    assert (c.positive, c.positive_kept, c.negative) == (4, 1, 4)
+    assert m.controls_held(POP, entries).model_dump() == {"positive": 0, "positive_kept": 0,
+                                                          "negative": 0}
+
+
+def test_pooled_over_targets_with_no_task_set_mutants_is_none_and_otherwise_a_bootstrap():
+    s = score()
+    empty = s.model_copy(update={"kills": m.r(0, 0, "task-set mutants")})
+    assert m.pooled({"a": empty, "b": empty}, 100, 0) is None
+    other = s.model_copy(update={"kills": m.r(1, 7, "task-set mutants")})
+    p = m.pooled({"a": s, "b": other}, 1000, 0)
+    assert (p.k, p.n, p.estimate) == (4, 10, 0.4) and p.low < 0.4 < p.high
+    assert p.method == "cluster-bootstrap" and (p.resamples, p.seed) == (1000, 0)
+    assert p.what == "task-set mutants, pooled over targets"
+
+
+def test_run_level_shares_and_places_add_the_targets_up():
+    s = score()
+    other = s.model_copy(update={"target": "other", "kills": m.r(1, 4, "task-set mutants")})
+    config = RunConfig(killbench="x", generator=GeneratorInfo(ref="g", name="g", version="1"),
+                       isolation="bwrap", gate_timeout_s=60, target_refs=["pkg", "other"],
+                       started_at="now")
+    run = m.run_score(config, {"pkg": s, "other": other}, killbench="x", manifest_digest=None,
+                      incomplete=[], resamples=100, seed=0)
+    assert run.pooled_kills_by_place == {"run by a test": {"k": 4, "n": 4},
+                                         "import only": {"k": 2, "n": 2}}
+    assert run.value_class_share.what == "kept tests whose strongest assertion checks a concrete value"
+    assert run.tokens_per_kill == round(2400 / 4, 1)
+    odd = other.model_copy(update={"kills": m.r(0, 4, "task-set mutants")})
+    run = m.run_score(config, {"pkg": s, "other": odd}, killbench="x", manifest_digest=None,
+                      incomplete=[], resamples=100, seed=0)
+    assert run.tokens_per_kill == 800.0 and m.tokens_per_kill(
+        {"a": s.model_copy(update={"kills": m.r(7, 9, "task-set mutants")})}) == round(1200 / 7, 1)
+
+
+def test_a_score_recorded_without_a_split_is_of_the_full_split():
+    d = score().dump()
+    del d["split"]
+    assert m.TargetScore.model_validate(d).split == "full"
