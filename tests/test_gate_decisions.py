@@ -241,3 +241,176 @@ def test_text_that_is_not_a_string_gets_the_zero_id():
 
 def test_a_gate_entry_names_no_target_unless_told():
     assert gate.Gate([], baseline=None).check(b"x", None).target == ""
+
+
+# ---- edges found by mutating this module
+
+def _many(names, base=None):
+    base = base or phases()
+    for p in base.values():
+        for n in names:
+            p.tests[n] = p.tests[T]
+    return base
+
+
+def test_each_early_rejection_leaves_the_tests_after_it_judged():
+    s, r, t = T + "_scan", T + "_read", T + "_kept"
+    base = _many([s, r, t])
+    base[NEUTRAL].audit = [AuditEvent(kind="read-source", path="/s/pkg/mod.py", nodeid=r)]
+    got = [(v.nodeid, v.kept, v.reason) for v in decide([s, r, t], base, True,
+                                                         scan_hits={s: ["getsource(f)"]})]
+    assert got == [(s, False, "gaming"), (r, False, "gaming"), (t, True, None)]
+    # a changed sandbox rejects every test of the run, each with its own verdict
+    base[ORDER].tampered = ["tree/pkg/mod.py"]
+    got = [(v.nodeid, v.reason, v.stage) for v in decide([s, r, t], base, True)]
+    assert got == [(s, "tampering", "check"), (r, "gaming", "audit"), (t, "tampering", "check")]
+
+
+def test_what_each_rejection_tells_the_generator():
+    paths = [f"/s/pkg/m{i}.py" for i in range(7)]
+
+    def message(**over):
+        scan = over.pop("scan", None)
+        (v,) = decide([T], phases(**over), True, scan_hits=scan)
+        return v.message
+
+    assert message(scan={T: ["getsource(f)", "f.__code__"]}) == \
+        "reads the target's source or bytecode: getsource(f); f.__code__"
+    assert message(**{MUTANT: run(MUTANT, "failed", returncode=1, audit=[
+        AuditEvent(kind="write", path=p, nodeid=T) for p in reversed(paths)])}) == \
+        "wrote outside its scratch directory: " + ", ".join(paths[:5])
+    assert message(**{NEUTRAL: run(NEUTRAL, audit=[
+        AuditEvent(kind="read-source", path=p, nodeid=T) for p in paths])}) == \
+        "read the target's source: " + ", ".join(paths[:5])
+    assert message(**{NEUTRAL: run(NEUTRAL, audit=[
+        AuditEvent(kind="read-code", path=p, nodeid=T) for p in paths])}) == \
+        "read the code object of the target's functions: " + ", ".join(paths[:5])
+    assert message(**{ORDER: run(ORDER, tampered=paths)}) == \
+        "the run changed the sandbox: " + ", ".join(paths[:5])
+    assert message(**{CLEAN: run(CLEAN, "skipped")}) == "the test skipped itself: it checks nothing"
+    assert message(**{CLEAN: run(CLEAN, "not-run")}) == \
+        "an earlier test in the file ended the run before this one"
+    assert message(**{HASHSEED: run(HASHSEED, "failed", returncode=1)}) == \
+        "passes on clean code, but not when the hash seed (PYTHONHASHSEED random) changes: failed"
+    assert message(**{ORDER: run(ORDER, "failed", returncode=1)}) == \
+        "passes on clean code, but not when the test order and the directory's name changes: failed"
+    assert message(**{NEUTRAL: run(NEUTRAL, "interrupted", returncode=None, timed_out=True)}) == \
+        "no result within the deadline on the disguised clean code"
+    assert message(**{NEUTRAL: run(NEUTRAL, "failed", returncode=1)}) == \
+        "fails on a disguise of the clean code (same behaviour, other text): it depends on the " \
+        "code's text, not its behaviour"
+    assert message(**{MUTANT: run(MUTANT, "interrupted", returncode=None, timed_out=True)}) == \
+        "the mutant made the test hang (not a kill)"
+    assert message(**{MUTANT: run(MUTANT), MUTANT_DISGUISED: run(MUTANT_DISGUISED)}) == \
+        "passed on the mutant too"
+    assert message(**{MUTANT_DISGUISED: run(MUTANT_DISGUISED)}) == \
+        "fails on the mutant but not on a disguise of it (same behaviour, other text): it " \
+        "noticed the mutant's text, not its behaviour"
+    failed = TestOutcome(status="failed", when="call", exc_type="builtins.AssertionError",
+                         message="assert 3 == 2")
+    (v,) = decide([T], phases(**{MUTANT: run(MUTANT, returncode=1, outcome=failed)}), True)
+    assert v.kept and v.message == f"{T} failed in call: builtins.AssertionError\nassert 3 == 2"
+
+
+def test_a_missing_variation_run_does_not_hide_the_next_one():
+    ph = phases(**{ORDER: run(ORDER, "failed", returncode=1)})
+    del ph[HASHSEED]
+    assert verdict(ph) == (False, "flaky", ORDER)
+
+
+def test_the_first_variation_that_fails_is_the_one_named():
+    ph = phases(**{HASHSEED: run(HASHSEED, "failed", returncode=1),
+                   ORDER: run(ORDER, "interrupted", returncode=None, timed_out=True)})
+    assert verdict(ph) == (False, "flaky", HASHSEED)
+
+
+def test_a_variation_is_a_timeout_only_when_the_test_itself_hung():
+    hung = run(HASHSEED, "interrupted", returncode=None, timed_out=True)
+    assert verdict(phases(**{HASHSEED: hung})) == (False, "timeout", HASHSEED)
+    other_hung = run(HASHSEED, "failed", returncode=None, timed_out=True)
+    assert verdict(phases(**{HASHSEED: other_hung})) == (False, "flaky", HASHSEED)
+    died = run(HASHSEED, "interrupted", returncode=None, signal=9)
+    assert verdict(phases(**{HASHSEED: died})) == (False, "flaky", HASHSEED)
+
+
+def test_on_the_mutant_a_hang_is_a_timeout_and_a_failure_or_a_crash_is_a_kill():
+    # failed in a run that timed out (another test hung): still this test's failure
+    late = run(MUTANT, "failed", returncode=None, timed_out=True)
+    assert verdict(phases(**{MUTANT: late})) == (True, None, MUTANT_DISGUISED)
+    cpu = run(MUTANT, "interrupted", returncode=None, signal=signal.SIGXCPU)
+    assert verdict(phases(**{MUTANT: cpu})) == (False, "timeout", MUTANT)
+    crashed = run(MUTANT, "interrupted", returncode=None, signal=signal.SIGSEGV)
+    assert verdict(phases(**{MUTANT: crashed})) == (True, None, MUTANT_DISGUISED)
+
+
+def test_not_run_on_either_mutant_phase_is_not_run():
+    for ph in (phases(**{MUTANT: run(MUTANT, "not-run")}),
+               phases(**{MUTANT_DISGUISED: run(MUTANT_DISGUISED, "not-run")})):
+        assert verdict(ph) == (False, "not-run", MUTANT)
+
+
+def test_a_resource_error_needs_its_errno_and_an_error_type():
+    import errno
+
+    def clean(exc_type, err):
+        return run(CLEAN, returncode=1, outcome=TestOutcome(status="failed", when="call",
+                                                           exc_type=exc_type, errno=err))
+    assert verdict(phases(**{CLEAN: clean("builtins.OSError", errno.EFBIG)}))[1] == "resource-limit"
+    assert verdict(phases(**{CLEAN: clean("builtins.ValueError", None)}))[1] == "fails-on-clean"
+    assert verdict(phases(**{CLEAN: clean(None, errno.EFBIG)}))[1] == "fails-on-clean"
+    assert verdict(phases(**{CLEAN: clean("builtins.MemoryError", None)}))[1] == "resource-limit"
+
+
+def test_an_aborted_run_says_how_it_ended():
+    (v,) = decide([T], phases(**{CLEAN: run(CLEAN, "interrupted", returncode=3, exitstatus=2)}), True)
+    assert (v.reason, v.message) == ("aborts-run", "the test ended the pytest process (exit 3, "
+                                                   "pytest.exit) before reporting")
+    (v,) = decide([T], phases(**{CLEAN: run(CLEAN, "interrupted", returncode=None, signal=6)}), True)
+    assert (v.reason, v.message) == ("aborts-run", "the test process died of signal 6")
+
+
+def _report(tests, collect_errors=()):
+    from killbench.records import RunReport, TestEvent
+
+    rep = RunReport(returncode=1, timed_out=False, wall_s=0.1)
+    rep.tests = [TestEvent(exc_type="builtins.AssertionError", assertion=True, xfail=False,
+                           duration=0.0, **t) for t in tests]
+    rep.begun = [t["nodeid"] for t in tests]
+    rep.collect_errors = list(collect_errors)
+    return rep
+
+
+def test_a_failure_keeps_the_last_800_characters_of_its_message_and_none_is_empty():
+    long = "x" * 300 + "y" * 800
+    rep = _report([{"nodeid": "t.py::a", "when": "call", "outcome": "failed", "message": long},
+                   {"nodeid": "t.py::b", "when": "call", "outcome": "failed", "message": None}])
+    out = gate.outcomes(rep)
+    assert out["t.py::a"].message == "y" * 800 and out["t.py::b"].message == ""
+    rep = _report([], collect_errors=[{"nodeid": "u.py", "message": "z" * 900}, {"nodeid": "v.py"}])
+    out = gate.outcomes(rep, ["u.py::a", "v.py::b"])
+    assert out["u.py::a"].message == "z" * 800 and out["v.py::b"].message == ""
+
+
+def test_the_size_limit_is_256_kib_inclusive():
+    assert gate.MAX_CANDIDATE_BYTES == 262144
+    assert intake("#" * 262144) == (None, None)
+    assert intake("#" * 262145)[0] == "too-large"
+
+
+def test_the_scan_keeps_each_hit_text_and_the_lines_of_comments():
+    src = "import killbench_probe\n# a comment\nkillbench_probe.emit(1)\n"
+    hits = gaming_matches(src)
+    assert (3, "killbench_probe.emit") in hits and (3, "killbench_probe") in hits
+    assert gaming_matches("x = 1  # note\ninspect.getsource(f)\n") == [(2, "inspect.getsource(f)")]
+
+
+def test_a_file_rejection_records_its_unit_and_time():
+    import time
+
+    from killbench.evidence import GateEntry
+
+    e = gate._file_reject(GateEntry(target="t", candidate="c", task=None), "syntax-error", "parse",
+                          "bad", started=time.monotonic() - 2.0)
+    assert (e.unit, e.file_reason, e.stage, e.message, e.tests) == \
+        ("file", "syntax-error", "parse", "bad", [])
+    assert 2.0 <= e.wall_s < 3.0 and e.wall_s == round(e.wall_s, 3)
