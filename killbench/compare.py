@@ -78,7 +78,7 @@ def compare_runs(run_dirs: list[Path], resamples: int = 10_000, seed: int = 0) -
         out.update({
             "a_only": only_a, "b_only": only_b, "mcnemar_p": mcnemar_exact(only_a, only_b),
             "difference": {"estimate": est[0], "low": est[1], "high": est[2],
-                           "method": getattr(est, "method", "paired bootstrap")},
+                           "method": est.method},
             "sentence": f"{labels[0]} kills {only_a} mutants {labels[1]} misses; "
                         f"{labels[1]} kills {only_b} mutants {labels[0]} misses "
                         f"(of {n} task-set mutants)."})

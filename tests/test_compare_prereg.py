@@ -64,3 +64,33 @@ def test_preregistration(tmp_path):
     assert judge("nowhere.kills >= 4", score) == "not measurable"
     with pytest.raises(UserError, match="SCOPE.METRIC OP NUMBER"):
         judge("kills more than 4", score)
+
+
+def test_a_comparison_names_its_runs_and_reports_the_bootstrap_it_ran(tmp_path):
+    from killbench.stats import paired_bootstrap_difference
+
+    a = _score(tmp_path / "a", {"t": [f"m{i}" for i in range(12)]}, {"t": 40}, "A")
+    b = _score(tmp_path / "b", {"t": ["m0", "m1", "x1", "x2", "x3"]}, {"t": 40}, "B")
+    doc = json.loads((b / "score.json").read_text())
+    doc["run"]["model"] = "local/m"
+    (b / "score.json").write_text(json.dumps(doc))
+    r = compare_runs([a, b], resamples=500, seed=3)
+    assert r["runs"] == ["A [a]", "B (local/m) [b]"]
+    va = [True] * 12 + [False] * 3 + [False] * 25
+    vb = [True, True] + [False] * 10 + [True] * 3 + [False] * 25
+    # one target: no clusters
+    est = paired_bootstrap_difference(va, vb, clusters=None, resamples=500, seed=3)
+    assert r["difference"] == {"estimate": est[0], "low": est[1], "high": est[2], "method": est.method}
+    assert est[1] < est[0] < est[2]
+    # the defaults, 10,000 resamples and seed 0, on counts fine enough to tell them apart
+    c = _score(tmp_path / "c", {"t": [f"a{i}" for i in range(130)]}, {"t": 2000}, "C")
+    d = _score(tmp_path / "d", {"t": [f"b{i}" for i in range(70)]}, {"t": 2000}, "D")
+    vc = [True] * 130 + [False] * 1870
+    vd = [False] * 130 + [True] * 70 + [False] * 1800
+
+    def boot(resamples, seed):
+        return tuple(paired_bootstrap_difference(vc, vd, clusters=None, resamples=resamples, seed=seed))
+
+    got = compare_runs([c, d])["difference"]
+    assert (got["estimate"], got["low"], got["high"]) == boot(10_000, 0)
+    assert boot(10_000, 0) != boot(10_001, 0) and boot(10_000, 0) != boot(10_000, 1)
