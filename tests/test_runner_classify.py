@@ -139,3 +139,86 @@ def test_a_kill_is_confirmed_by_the_part_of_the_selection_that_ran_and_parts_ans
     assert known.passes(None, None, selection, None, ["t2"]) is True
     assert known.runs == 3  # not a leading part of the selection: judged on its own
     assert clean_runs[-1] == ["t2"]
+
+
+# ---- edges found by mutating killbench.runner
+
+def test_run_settings_cannot_be_changed_once_made():
+    import dataclasses
+
+    from killbench.runner import RunSettings
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RunSettings().warm = False
+
+
+def test_a_run_that_imported_nothing_is_a_problem_only_where_an_import_is_required():
+    from killbench.runner import _imports_ok
+
+    report = rep(0, [PASS], modules={})
+    assert _imports_ok(report, FakeSandbox()) is None
+    assert _imports_ok(report, FakeSandbox(), require=True) == \
+        "the selected tests never imported the target"
+
+
+def test_the_first_failure_skips_passes_and_expected_failures():
+    from killbench.runner import _first_failure
+
+    xfail = TestEvent("t.py::x", "call", "failed", "builtins.AssertionError", True, True, 0.1)
+    failed = TestEvent("t.py::b", "call", "failed", "builtins.KeyError", False, False, 0.1)
+    got = _first_failure(rep(1, [PASS, xfail, failed]))
+    assert (got.kind, got.test, got.exc_type) == ("exception", "t.py::b", "builtins.KeyError")
+
+
+def test_clean_code_runs_in_the_warm_runner_only_when_asked(monkeypatch):
+    from killbench import runner
+
+    calls = []
+
+    class Warm:
+        def run(self, mutant, tests, timeout):
+            calls.append(("warm", mutant, list(tests)))
+            return rep(0, [PASS])
+
+    class Sb(FakeSandbox):
+        warm = Warm()
+        fork = None
+        tree = Path("/nonexistent")
+
+        class target:
+            class spec:
+                tests = ["t.py"]
+
+        def run_pytest(self, args, select, exclude, timeout):
+            calls.append(("plain", None, list(select)))
+            return rep(0, [PASS]), None
+
+    class Baseline:
+        excluded = []
+
+        def timeout_for(self, tests, factor, floor):
+            return 1.0
+
+    settings = runner.RunSettings()
+    runner._run(Sb(), Baseline(), ["t.py::a"], settings)
+    runner._run(Sb(), Baseline(), ["t.py::a"], settings, clean_warm=True)
+    assert calls == [("plain", None, ["t.py::a"]), ("warm", None, ["t.py::a"])]
+
+
+def test_a_known_part_answers_again_at_its_own_length(monkeypatch):
+    from killbench import runner
+
+    monkeypatch.setattr(runner, "_clean_passes",
+                        lambda sandbox, baseline, tests, settings: ("bad" not in tests, None))
+    known = runner.CleanSelections()
+    assert known.passes(None, None, ["a", "b", "bad"], None, ["a", "b"]) is True
+    assert known.passes(None, None, ["a", "b", "bad"], None, ["a", "b"]) is True
+    assert known.runs == 1
+    assert known.passes(None, None, ["a", "b", "bad"], None, ["a", "b", "bad"]) is False
+    assert known.passes(None, None, ["a", "b", "bad"], None, ["a", "b", "bad"]) is False
+    assert known.runs == 2
+    # a failing part says nothing of a shorter one that was never run
+    fails = runner.CleanSelections()
+    assert fails.passes(None, None, ["bad", "x"], None, ["bad", "x"]) is False
+    assert fails.passes(None, None, ["bad", "x"], None, ["bad"]) is False
+    assert fails.runs == 2

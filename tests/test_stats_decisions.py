@@ -268,3 +268,95 @@ def test_every_resample_row_is_filled_in_one_block_or_many(monkeypatch, block_ce
     columns = np.array([[1, 2]] * 3, dtype=np.int64)
     out = stats._resampled_sums(columns, 5, np.random.default_rng(0))
     assert out.shape == (5, 2) and (out == [3, 6]).all()
+
+
+# ---- edges found by mutating killbench.stats
+
+def test_a_rate_checks_each_of_its_fields():
+    from killbench.stats import Rate
+
+    ok = dict(k=1, n=2, low=0.1, high=0.9, what="x")
+    assert Rate(**ok).confidence == 0.95
+    assert Rate(**{**ok, "low": 0.5, "high": 0.5}).high == 0.5  # a point interval is an interval
+    for bad, field in (({"n": 2.5}, "n"), ({"n": -1, "k": 0}, "n"), ({"k": -1}, "k"),
+                       ({"k": 1.5}, "k"), ({"confidence": 1.5}, "confidence")):
+        with pytest.raises(ValueError, match=f"^{field} must"):
+            Rate(**{**ok, **bad})
+
+
+def test_each_estimate_names_the_method_that_made_it():
+    one = stats.cluster_bootstrap([(3, 10)], resamples=200, seed=0)
+    assert one.method == "wilson-single-cluster"
+    # a cluster counts when it has mutants, whether or not any was killed, even one mutant
+    assert stats.cluster_bootstrap([(0, 50), (30, 50)], resamples=200, seed=0,
+                                   floor=False).method == "cluster-bootstrap"
+    assert stats.cluster_bootstrap([(1, 1), (0, 1)], resamples=200, seed=0,
+                                   floor=False).method == "cluster-bootstrap"
+    assert stats.cluster_bootstrap([(0, 5), (0, 0)], resamples=200, seed=0).method == \
+        "wilson-single-cluster"
+    floored = stats.cluster_bootstrap([(1, 40), (1, 40)], resamples=200, seed=0)
+    assert floored.method == "wilson-floor"
+    a, b = [True] * 30 + [False] * 70, [True] * 20 + [False] * 80
+    assert stats.paired_bootstrap_difference(a, b, resamples=200).method == "mutant-bootstrap"
+    two = ["x"] * 50 + ["y"] * 50
+    assert stats.paired_bootstrap_difference(a, b, clusters=two, resamples=200).method == \
+        "cluster-bootstrap"
+    assert stats.paired_bootstrap_difference(a, b, clusters=["x"] * 100, resamples=200).method == \
+        "mutant-bootstrap-single-cluster"
+
+
+def test_a_bad_confidence_is_named_before_a_bad_cluster():
+    with pytest.raises(ValueError, match="^confidence"):
+        stats.cluster_bootstrap([(5, 3)], confidence=2.0)
+
+
+def test_resampled_sums_of_more_units_than_a_block_holds():
+    cols = np.ones((2_000_001, 1), dtype=np.int64)
+    out = stats._resampled_sums(cols, 2, np.random.default_rng(0))
+    assert out.tolist() == [[2_000_001], [2_000_001]]
+
+
+def test_mcnemar_names_its_bad_argument_and_no_discordance_is_p_one():
+    with pytest.raises(ValueError, match="^c must"):
+        stats.mcnemar_exact(1, -1)
+    assert stats.mcnemar_exact(0, 0) == 1.0 and stats.mcnemar_exact(1, 0) == 1.0
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_alpha_is_strictly_between_zero_and_one(alpha):
+    with pytest.raises(ValueError, match="alpha"):
+        stats.mcnemar_power(50, 0.2, 0.4, alpha=alpha)
+    with pytest.raises(ValueError, match="alpha"):
+        stats.tied_groups({"a": [True, False], "b": [False, False]}, alpha=alpha)
+
+
+def test_power_needs_a_count_of_mutants():
+    with pytest.raises(ValueError, match="^n must"):
+        stats.mcnemar_power(-1, 0.2, 0.4)
+
+
+def test_the_defaults_of_the_minimum_detectable_difference_are_the_documented_ones():
+    import inspect
+
+    # docs/benchmark.md's power table: alpha 0.05, power 0.8, no design effect, 0.1-point steps
+    params = inspect.signature(stats.minimum_detectable_difference).parameters
+    assert {k: p.default for k, p in params.items() if p.default is not p.empty} == \
+        {"alpha": 0.05, "power": 0.8, "design_effect": 1.0, "step": 0.001}
+
+
+def test_the_paired_bootstrap_defaults_to_ten_thousand_resamples():
+    a = [True] * 130 + [False] * 1870
+    b = [False] * 130 + [True] * 70 + [False] * 1800
+    base = tuple(stats.paired_bootstrap_difference(a, b))
+    assert base == tuple(stats.paired_bootstrap_difference(a, b, resamples=10_000, seed=0))
+    assert base != tuple(stats.paired_bootstrap_difference(a, b, resamples=10_001, seed=0))
+
+
+def test_kill_vectors_are_named_in_their_errors():
+    with pytest.raises(ValueError, match="^a must"):
+        stats.paired_bootstrap_difference([[True]], [True])
+    with pytest.raises(ValueError, match="^b must"):
+        stats.paired_bootstrap_difference([True], [2])
+    with pytest.raises(ValueError) as info:
+        stats.tied_groups({"a": [True, False], "b": [True]})
+    assert str(info.value) == "all entries must cover the same mutants; lengths differ (a: 2, b: 1)"
