@@ -371,3 +371,16 @@ def test_a_score_recorded_without_a_split_is_of_the_full_split():
     d = score().dump()
     del d["split"]
     assert m.TargetScore.model_validate(d).split == "full"
+
+
+def test_a_committed_manifest_gives_its_own_task_set_as_the_full_split_by_default():
+    from killbench import population
+    from killbench.manifests import load_manifests
+
+    manifest = load_manifests()["cachetools"]
+    full = population.from_manifest(manifest, "manifest cachetools", {})
+    assert full.split == "full" and full.task_set == sorted(manifest["task_set"])
+    lite = population.from_manifest(manifest, "manifest cachetools", {}, "lite")
+    assert lite.task_set == sorted(manifest["splits"]["lite"]) and set(lite.task_set) < set(full.task_set)
+    # the records' own roles: the task population is the "sample" draw
+    assert {r.get("role") for r in manifest["mutants"] if r["id"] in full.task_set} == {"sample"}
