@@ -365,8 +365,6 @@ def _parametrized_literal_names(
         keywords = {kw.arg: kw.value for kw in dec.keywords}
         argnames = dec.args[0] if dec.args else keywords.get("argnames")
         argvalues = dec.args[1] if len(dec.args) > 1 else keywords.get("argvalues")
-        if argnames is None or argvalues is None:
-            continue
         indirect = keywords.get("indirect")
         if indirect is not None and not (
             isinstance(indirect, ast.Constant) and indirect.value is False
@@ -607,7 +605,7 @@ def _is_failure(stmt: ast.stmt) -> bool:
         return stmt.exc is not None and _exception_name(stmt.exc) == "AssertionError"
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         return _dotted(stmt.value.func) in ("fail", "pytest.fail", "self.fail")
-    return False
+    return False  # pragma: no mutate (None is as false to every caller: any())
 
 
 # ---------------------------------------------------------------- public API

@@ -526,6 +526,15 @@ def test_unittest_arguments_by_position_or_keyword(body, expected):
     # another decorator with the same shape fills nothing
     ("@other('x', [1, 2])\n", "existence"),
     ("@functools.wraps\n", "existence"),
+    # a decorator before the parametrize does not hide it
+    ("@functools.wraps\n@pytest.mark.parametrize('x', [1, 2])\n", "value"),
+    # names or values missing, and the parametrize after is still read
+    ("@pytest.mark.parametrize(argnames='y')\n@pytest.mark.parametrize('x', [1, 2])\n", "value"),
+    ("@pytest.mark.parametrize(argvalues=[1])\n@pytest.mark.parametrize('x', [1, 2])\n", "value"),
+    # names held in a variable, or a list of them not all strings: not read
+    ("@pytest.mark.parametrize(NAMES, [1, 2])\n", "existence"),
+    ("@pytest.mark.parametrize([X], [1, 2])\n", "existence"),
+    ("@pytest.mark.parametrize(['x', Y], [(1, 2)])\n", "existence"),
     # an indirect parametrize does not stop the ones after it
     ("@pytest.mark.parametrize('y', [1], indirect=True)\n"
      "@pytest.mark.parametrize('x', [1, 2])\n", "value"),
