@@ -414,3 +414,80 @@ def test_a_file_rejection_records_its_unit_and_time():
     assert (e.unit, e.file_reason, e.stage, e.message, e.tests) == \
         ("file", "syntax-error", "parse", "bad", [])
     assert 2.0 <= e.wall_s < 3.0 and e.wall_s == round(e.wall_s, 3)
+
+
+def test_the_listed_reasons_are_exactly_the_ones_the_gate_gives():
+    """Every reason a rejection can carry is listed, and every listed one can be given: the
+    reasons are read from the gate's own calls and returns, so a new one cannot go unlisted."""
+    import ast
+
+    tree = ast.parse(open(gate.__file__, encoding="utf-8").read())
+    given = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("reject", "_file_reject"):
+            a = n.args[0 if n.func.id == "reject" else 1]
+            if isinstance(a, ast.Constant):
+                given.add(a.value)
+        if (isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) and n.value.elts
+                and isinstance(n.value.elts[0], ast.Constant) and isinstance(n.value.elts[0].value, str)):
+            given.add(n.value.elts[0].value)
+    assert given == set(gate.REASONS) and len(gate.REASONS) == len(set(gate.REASONS)) == 14
+    assert set(gate.FILE_REASONS) < set(gate.REASONS)
+
+
+def test_outcomes_reads_each_kind_of_test_from_its_events():
+    from killbench.records import RunReport, TestEvent
+
+    def ev(nodeid, when, outcome, xfail=False):
+        return TestEvent(nodeid=nodeid, when=when, outcome=outcome, exc_type=None, assertion=False,
+                         xfail=xfail, duration=0.0)
+    rep = RunReport(returncode=0, timed_out=False, wall_s=0.1)
+    rep.tests = [ev("t.py::ok", "setup", "passed"), ev("t.py::ok", "call", "passed"),
+                 ev("t.py::ok", "teardown", "passed"),
+                 # xfail as pytest reports it: failed as expected is skipped, passed anyway is passed
+                 ev("t.py::xf", "setup", "passed"), ev("t.py::xf", "call", "skipped", xfail=True),
+                 ev("t.py::xf", "teardown", "passed"),
+                 ev("t.py::xp", "setup", "passed"), ev("t.py::xp", "call", "passed", xfail=True),
+                 ev("t.py::xp", "teardown", "passed"),
+                 ev("t.py::sk", "setup", "skipped"), ev("t.py::sk", "teardown", "passed"),
+                 ev("t.py::cut", "setup", "passed"), ev("t.py::cut", "call", "passed"),
+                 ev("t.py::nocall", "setup", "passed"), ev("t.py::nocall", "teardown", "passed")]
+    rep.begun = ["t.py::ok", "t.py::xf", "t.py::xp", "t.py::sk", "t.py::cut", "t.py::nocall", "t.py::hung"]
+    out = {k: (o.status, o.when) for k, o in gate.outcomes(rep).items()}
+    assert out == {"t.py::ok": ("passed", "call"), "t.py::xf": ("skipped", None),
+                   "t.py::xp": ("passed", "call"),
+                   "t.py::sk": ("skipped", None), "t.py::cut": ("interrupted", None),
+                   "t.py::nocall": ("interrupted", None), "t.py::hung": ("interrupted", None)}
+
+
+def test_rejections_by_audit_and_the_missing_variation_phases():
+    code = AuditEvent(kind="read-code", path="/s/pkg/mod.py", nodeid=T)
+    assert verdict(phases(**{NEUTRAL: run(NEUTRAL, audit=[code])})) == (False, "gaming", "audit")
+    # a variation phase that was not run is skipped, and the other one still judges
+    ph = phases(**{ORDER: run(ORDER, "failed", returncode=1)})
+    del ph[HASHSEED]
+    assert verdict(ph)[:2] == (False, "flaky")
+    (v,) = decide([T], phases(**{MUTANT: run(MUTANT, "not-run")}), True)
+    assert v.message == "an earlier test in the file ended the mutant's run first"
+
+
+def test_a_gate_takes_its_isolation_from_its_first_sandbox_and_its_draws_from_its_rng():
+    import random
+    from types import SimpleNamespace
+
+    boxes = [SimpleNamespace(trusted=False, isolation="bwrap"), SimpleNamespace(trusted=False, isolation="x")]
+    assert gate.Gate(boxes, baseline=None).isolation == "bwrap"
+    assert gate.Gate([], baseline=None).isolation == "none"
+    seeded = gate.Gate([], baseline=None, rng=random.Random(5))._fork_rng().random()
+    assert seeded == random.Random(random.Random(5).getrandbits(64)).random()
+    assert isinstance(gate.Gate([], baseline=None)._fork_rng().random(), float)
+    entry = gate.Gate([], baseline=None).check(b"x", None)
+    assert (entry.unit, entry.file_reason, entry.stage) == ("file", "invalid-text", "intake")
+
+
+def test_a_test_failing_on_clean_code_leaves_the_tests_after_it_judged():
+    u = T + "_u"
+    base = _many([u])
+    base[CLEAN].tests[T] = TestOutcome(status="failed", when="call", exc_type="builtins.AssertionError")
+    got = [(v.nodeid, v.kept, v.reason) for v in decide([T, u], base, True)]
+    assert got == [(T, False, "fails-on-clean"), (u, True, None)]
