@@ -90,7 +90,7 @@ def from_manifest(manifest: dict, source: str, sources: dict[str, str],
     if split_name != "full" and negative:
         # the lite split holds exactly one of a target's negative controls when it has any
         # (docs/benchmark.md); the commitment is over the full list, so it is not repeated
-        controls["negative"] = {"count": min(1, negative.get("count", 0)), "of_full": negative}
+        controls["negative"] = {"count": min(1, negative["count"]), "of_full": negative}
     pop = Population(target=manifest["target"]["name"], source=source, mutants=mutants,
                      task_set=chosen, held_out=held, split=split_name,
                      controls=controls,
@@ -128,7 +128,7 @@ def import_only(pop: Population) -> set[str]:
     return {i for i in pop.task_set if not rows[i].covered_by}
 
 
-def freeze(target, jobs: int, split_name: str = "full") -> Population:
+def freeze(target, jobs: int, split_name: str) -> Population:
     """The population of a prepared target: its manifest's, else a fresh mutate run's (which
     has one split, the full one)."""
     from .harness import mutate_target

@@ -384,3 +384,42 @@ def test_a_committed_manifest_gives_its_own_task_set_as_the_full_split_by_defaul
     assert lite.task_set == sorted(manifest["splits"]["lite"]) and set(lite.task_set) < set(full.task_set)
     # the records' own roles: the task population is the "sample" draw
     assert {r.get("role") for r in manifest["mutants"] if r["id"] in full.task_set} == {"sample"}
+
+
+def test_a_run_score_recorded_without_a_split_is_of_the_full_split_and_rates_default_to_95():
+    config = RunConfig(killbench="x", generator=GeneratorInfo(ref="g", name="g", version="1"),
+                       isolation="bwrap", gate_timeout_s=45, target_refs=["pkg"], started_at="now")
+    d = m.run_score(config, {"pkg": score()}, killbench="x", manifest_digest=None, incomplete=[],
+                    resamples=1000, seed=0).model_dump()
+    del d["split"]
+    assert m.Score.model_validate(d).split == "full"
+    assert m.RateRecord(k=1, n=2, value=0.5, low=0.1, high=0.9, what="x").confidence == 0.95
+
+
+def test_each_ungated_submission_is_counted():
+    ungated = SUBS + [Submission(target="pkg", candidate=c, task="t2") for c in ("y", "z")]
+    assert m.rejections(ungated, ENTRIES)["not gated (gate-call budget spent)"] == 2
+
+
+def test_transfer_by_class_counts_the_kills_of_each_class_only():
+    kills = {"a": {"h1", "h2"}, "b": set(), "c": {"h2"}}
+    t = m.transfer(POP, kills, {"a": "t1", "b": "t3", "c": "t3"}, {},
+                   {"a": "value", "b": "existence", "c": "exception"})
+    # h1 (f) by a, h2 (g) by a and c; b (existence) kills nothing
+    assert t.by_class == {"value": 2, "exception": 1, "existence": 0, "none": 0}
+
+
+def test_a_lite_split_holds_one_negative_control_of_a_target_that_has_any():
+    from killbench import population
+    from killbench.manifests import load_manifests
+
+    manifests = load_manifests()
+    boltons, cachetools = manifests["boltons"], manifests["cachetools"]
+    assert boltons["controls"]["negative"]["count"] == 3
+    lite = population.from_manifest(boltons, "manifest boltons", {}, "lite")
+    assert lite.controls["negative"] == {"count": 1, "of_full": boltons["controls"]["negative"]}
+    full = population.from_manifest(boltons, "manifest boltons", {}, "full")
+    assert full.controls["negative"] == boltons["controls"]["negative"]
+    # a target with no negative control keeps its count of none in the lite split
+    lite = population.from_manifest(cachetools, "manifest cachetools", {}, "lite")
+    assert lite.controls["negative"]["count"] == 0
