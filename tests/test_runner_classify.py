@@ -222,3 +222,72 @@ def test_a_known_part_answers_again_at_its_own_length(monkeypatch):
     assert fails.passes(None, None, ["bad", "x"], None, ["bad", "x"]) is False
     assert fails.passes(None, None, ["bad", "x"], None, ["bad"]) is False
     assert fails.runs == 2
+
+
+def test_test_files_are_the_file_part_of_each_node_id():
+    from killbench.runner import test_files
+
+    assert test_files(["b.py::C::t", "a.py::t[x::y]", "b.py::u", "c.py"]) == ["a.py", "b.py", "c.py"]
+
+
+def test_a_run_goes_to_the_warm_runner_the_forked_runner_or_a_process_of_its_own(tmp_path):
+    from killbench import runner
+
+    (tmp_path / "t.py").write_text("")
+    # told apart by their exit codes
+    warm_report, fork_report, plain_report = rep(0, [PASS]), rep(1, [PASS]), rep(2, [PASS])
+    calls = []
+
+    class Runner:
+        def __init__(self, name, answer):
+            self.name, self.answer = name, answer
+
+        def run(self, mutant, tests, timeout):
+            calls.append((self.name, tests))
+            return self.answer
+
+    class Sb(FakeSandbox):
+        tree = tmp_path
+
+        def __init__(self, warm=None, fork=None):
+            self.warm, self.fork = warm, fork
+
+        class target:
+            class spec:
+                tests = ["suite/"]
+
+        def run_pytest(self, args, select, exclude, timeout):
+            calls.append(("plain", list(args), select))
+            return plain_report, None
+
+    class Baseline:
+        excluded = []
+
+        def timeout_for(self, tests, factor, floor):
+            return 1.0
+
+    on, off = runner.RunSettings(), runner.RunSettings(warm=False)
+    mutant = object()
+
+    def go(sb, tests, settings=on):
+        calls.clear()
+        return runner._run(sb, Baseline(), tests, settings, mutant=mutant), list(calls)
+
+    assert go(Sb(warm=Runner("warm", warm_report)), ["t.py::a"]) == \
+        (warm_report, [("warm", ["t.py::a"])])
+    # the warm runner could not take it: a process of its own, on the test's file
+    assert go(Sb(warm=Runner("warm", None)), ["t.py::a"]) == \
+        (plain_report, [("warm", ["t.py::a"]), ("plain", ["-x", "t.py"], ["t.py::a"])])
+    # a node id whose file is not under the tree: the suite's own arguments, selected by id
+    assert go(Sb(), ["pkg/u.py::a"]) == (plain_report, [("plain", ["-x", "suite/"], ["pkg/u.py::a"])])
+    assert go(Sb(), ["t.py::a", "pkg/u.py::a"])[1] == [("plain", ["-x", "suite/"], ["t.py::a", "pkg/u.py::a"])]
+    # the whole suite: the forked runner, else a process of its own
+    assert go(Sb(fork=Runner("fork", fork_report)), None) == (fork_report, [("fork", None)])
+    assert go(Sb(fork=Runner("fork", None)), None) == \
+        (plain_report, [("fork", None), ("plain", ["-x", "suite/"], None)])
+    # a selection never goes to the forked runner; --no-warm goes to neither
+    assert go(Sb(fork=Runner("fork", fork_report)), ["t.py::a"])[1] == [("plain", ["-x", "t.py"], ["t.py::a"])]
+    assert go(Sb(warm=Runner("warm", warm_report), fork=Runner("fork", fork_report)), None, off)[1] == \
+        [("plain", ["-x", "suite/"], None)]
+    assert go(Sb(warm=Runner("warm", warm_report)), ["t.py::a"], off)[1] == \
+        [("plain", ["-x", "t.py"], ["t.py::a"])]
