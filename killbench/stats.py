@@ -400,9 +400,9 @@ def paired_bootstrap_difference(
             np.asarray(labels, dtype=object).astype(str), return_inverse=True
         )
         if len(names) >= 2:
-            per_cluster = np.zeros((len(names), 2), dtype=np.int64)
-            np.add.at(per_cluster[:, 0], inverse, d)
-            np.add.at(per_cluster[:, 1], inverse, 1)
+            # (sum of d, mutants) per cluster
+            per_cluster = np.column_stack([np.bincount(inverse, weights=d, minlength=len(names)),
+                                           np.bincount(inverse, minlength=len(names))]).astype(np.int64)
             sums = _resampled_sums(per_cluster, resamples, rng)
             low, high = _percentiles(sums[:, 0] / sums[:, 1], confidence)
             return Estimate(diff, low, high, CLUSTER_BOOTSTRAP, resamples)

@@ -360,3 +360,29 @@ def test_kill_vectors_are_named_in_their_errors():
     with pytest.raises(ValueError) as info:
         stats.tied_groups({"a": [True, False], "b": [True]})
     assert str(info.value) == "all entries must cover the same mutants; lengths differ (a: 2, b: 1)"
+
+
+def test_clusters_of_one_mutant_and_clusters_with_no_kill_still_count_as_clusters():
+    # two clusters of n == 1 each: two clusters, bootstrapped (not the single-cluster Wilson)
+    boot = (stats.CLUSTER_BOOTSTRAP, stats.WILSON_FLOOR)
+    assert stats.cluster_bootstrap([(1, 1), (0, 1)], resamples=200).method in boot
+    # a cluster with no kill is a cluster too
+    assert stats.cluster_bootstrap([(3, 5), (0, 4)], resamples=200).method in boot
+    assert stats.cluster_bootstrap([(3, 5), (0, 0)], resamples=200).method == stats.WILSON_SINGLE_CLUSTER
+
+
+def test_a_paired_difference_over_exactly_two_clusters_is_clustered():
+    a, b = [True, False, True, True], [False, False, True, False]
+    est = stats.paired_bootstrap_difference(a, b, ["x", "x", "y", "y"], resamples=200)
+    assert est.method == stats.CLUSTER_BOOTSTRAP
+    one = stats.paired_bootstrap_difference(a, b, ["x"] * 4, resamples=200)
+    assert one.method == stats.MUTANT_BOOTSTRAP_SINGLE_CLUSTER
+
+
+def test_resamples_that_drew_only_empty_clusters_are_dropped_and_only_those():
+    clusters = [(1, 1), (0, 1), (0, 0)]
+    est = stats.cluster_bootstrap(clusters, resamples=2000, seed=0, floor=False)
+    sums = stats._resampled_sums(np.array(clusters), 2000, np.random.default_rng(0))
+    drawn = sums[:, 1] > 0
+    assert est.resamples_used == int(drawn.sum()) < 2000
+    assert (est.low, est.high) == stats._percentiles(sums[drawn, 0] / sums[drawn, 1], 0.95)
