@@ -66,6 +66,12 @@ SUMMARY = GenerationSummary(target="pkg", tasks=3, files=4, gate_calls=4, tokens
                             wall_s=12.5, cpu_s=3.0)
 
 
+def run_config(target_refs, gate_timeout_s):
+    return RunConfig(killbench="x", generator=GeneratorInfo(ref="g", name="g", version="1"),
+                     isolation="bwrap", gate_timeout_s=gate_timeout_s, target_refs=list(target_refs),
+                     started_at="now")
+
+
 def score():
     return m.target_score(POP, SUBS, ENTRIES, MATRIX, SUMMARY, SOURCES, complete=True)
 
@@ -136,9 +142,7 @@ def test_run_level_numbers():
     s = score()
     other = s.model_copy(update={"target": "other", "kills": m.r(0, 7, "task-set mutants"),
                                  "kept_tests": 0})
-    config = RunConfig(killbench="x", generator=GeneratorInfo(ref="g", name="g", version="1"),
-                       isolation="bwrap", gate_timeout_s=60, target_refs=["pkg", "other"],
-                       started_at="now")
+    config = run_config(["pkg", "other"], gate_timeout_s=60)
     run = m.run_score(config, {"pkg": s, "other": other}, killbench="x", manifest_digest=None,
                       incomplete=[], resamples=1000, seed=0)
     assert (run.pooled_kills.k, run.pooled_kills.n) == (3, 10)
@@ -202,8 +206,7 @@ def test_a_target_with_no_generation_summary_costs_nothing():
 
 def test_the_score_records_the_run_settings_by_name():
     s = score()
-    config = RunConfig(killbench="x", generator=GeneratorInfo(ref="g", name="g", version="1"),
-                       isolation="bwrap", gate_timeout_s=45, target_refs=["pkg"], started_at="now")
+    config = run_config(["pkg"], gate_timeout_s=45)
     run = m.run_score(config, {"pkg": s}, killbench="x", manifest_digest=None, incomplete=[],
                       resamples=1000, seed=0)
     assert run.run["gate_timeout_s"] == 45 and run.run["isolation"] == "bwrap"
@@ -351,9 +354,7 @@ def test_pooled_over_targets_with_no_task_set_mutants_is_none_and_otherwise_a_bo
 def test_run_level_shares_and_places_add_the_targets_up():
     s = score()
     other = s.model_copy(update={"target": "other", "kills": m.r(1, 4, "task-set mutants")})
-    config = RunConfig(killbench="x", generator=GeneratorInfo(ref="g", name="g", version="1"),
-                       isolation="bwrap", gate_timeout_s=60, target_refs=["pkg", "other"],
-                       started_at="now")
+    config = run_config(["pkg", "other"], gate_timeout_s=60)
     run = m.run_score(config, {"pkg": s, "other": other}, killbench="x", manifest_digest=None,
                       incomplete=[], resamples=100, seed=0)
     assert run.pooled_kills_by_place == {"run by a test": {"k": 4, "n": 4},
@@ -387,8 +388,7 @@ def test_a_committed_manifest_gives_its_own_task_set_as_the_full_split_by_defaul
 
 
 def test_a_run_score_recorded_without_a_split_is_of_the_full_split_and_rates_default_to_95():
-    config = RunConfig(killbench="x", generator=GeneratorInfo(ref="g", name="g", version="1"),
-                       isolation="bwrap", gate_timeout_s=45, target_refs=["pkg"], started_at="now")
+    config = run_config(["pkg"], gate_timeout_s=45)
     d = m.run_score(config, {"pkg": score()}, killbench="x", manifest_digest=None, incomplete=[],
                     resamples=1000, seed=0).model_dump()
     del d["split"]
