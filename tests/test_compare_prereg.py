@@ -94,3 +94,30 @@ def test_a_comparison_names_its_runs_and_reports_the_bootstrap_it_ran(tmp_path):
     got = compare_runs([c, d])["difference"]
     assert (got["estimate"], got["low"], got["high"]) == boot(10_000, 0)
     assert boot(10_000, 0) != boot(10_001, 0) and boot(10_000, 0) != boot(10_000, 1)
+
+
+def test_a_two_run_comparison_renders_its_numbers_in_points():
+    from killbench.compare import render_compare
+
+    result = {"runs": ["A [a]", "B [b]"], "mutants": 40, "kills": [12, 5],
+              "sentence": "A kills 10 mutants B misses; B kills 3 mutants A misses (of 40 task-set mutants).",
+              "difference": {"estimate": 0.175, "low": 0.05, "high": -0.0123, "method": "bootstrap"},
+              "mcnemar_p": 2 * 378 / 8192, "a_only": 10, "b_only": 3}
+    assert render_compare(result).split("\n") == [
+        "A [a]: 12 / 40 task-set mutants killed",
+        "B [b]: 5 / 40 task-set mutants killed",
+        result["sentence"],
+        "difference (first - second): +17.5 points [95% CI +5.0 to -1.2] (bootstrap)",
+        "exact McNemar p = 0.09229 on 13 discordant mutants"]
+
+
+def test_more_runs_render_as_numbered_groups():
+    from killbench.compare import render_compare
+
+    result = {"runs": ["A", "B", "C"], "mutants": 9, "kills": [7, 6, 1],
+              "groups": [["A", "B"], ["C"]]}
+    assert render_compare(result).split("\n") == [
+        "A: 7 / 9 task-set mutants killed", "B: 6 / 9 task-set mutants killed",
+        "C: 1 / 9 task-set mutants killed",
+        "group 1 (not distinguishable from its leader): A, B",
+        "group 2 (not distinguishable from its leader): C"]
