@@ -225,10 +225,6 @@ def file_funnel(subs: list[Submission], entries: list[GateEntry]) -> dict[str, i
     for step in FILE_FUNNEL:  # the first step, "files", loses nothing
         left -= lost[step]
         out[step] = left
-    collected = sum(1 for e in gated if e is not None and not e.file_reason)
-    if out["collected"] != collected:
-        raise InvariantError(f"the file funnel ends at {out['collected']} but {collected} files "
-                             "had tests collected: a file-level reason is not placed in it")
     return out
 
 
@@ -244,14 +240,13 @@ def test_funnel(subs: list[Submission], entries: list[GateEntry]) -> dict[str, i
     """tests -> passes on clean -> stable -> not gaming -> kept, over the test functions of
     the files that had tests collected."""
     lost = Counter()
-    total = kept = 0
+    total = 0
     for e in _entries_for(subs, entries):
         if e is None or e.file_reason:
             continue
         for t in e.tests:
             total += 1
             if t.kept:
-                kept += 1
                 continue
             stage = TEST_STAGE.get(t.reason)
             if stage is None:
@@ -265,8 +260,6 @@ def test_funnel(subs: list[Submission], entries: list[GateEntry]) -> dict[str, i
     for step in TEST_FUNNEL:  # the first step, "tests", loses nothing
         left -= lost[step]
         out[step] = left
-    if out["kept"] != kept:
-        raise InvariantError(f"the test funnel ends at {out['kept']} but {kept} tests were kept")
     return out
 
 

@@ -121,3 +121,22 @@ def test_more_runs_render_as_numbered_groups():
         "C: 1 / 9 task-set mutants killed",
         "group 1 (not distinguishable from its leader): A, B",
         "group 2 (not distinguishable from its leader): C"]
+
+
+def test_compare_needs_score_files_and_a_shared_target(tmp_path):
+    (tmp_path / "bare").mkdir()
+    a = _score(tmp_path / "a", {"t": ["m0"]}, {"t": 4}, "A")
+    with pytest.raises(UserError, match="has no score.json"):
+        compare_runs([a, tmp_path / "bare"])
+    b = _score(tmp_path / "b", {"u": ["m0"]}, {"u": 4}, "B")
+    with pytest.raises(UserError, match="share no target"):
+        compare_runs([a, b])
+
+
+def test_three_runs_are_grouped_not_paired(tmp_path):
+    a = _score(tmp_path / "a", {"t": [f"m{i}" for i in range(30)]}, {"t": 40}, "A")
+    b = _score(tmp_path / "b", {"t": [f"m{i}" for i in range(29)]}, {"t": 40}, "B")
+    c = _score(tmp_path / "c", {"t": []}, {"t": 40}, "C")
+    r = compare_runs([a, b, c], resamples=200)
+    assert r["groups"] == [["A [a]", "B [b]"], ["C [c]"]]
+    assert r["kills"] == [30, 29, 0] and "sentence" not in r and "difference" not in r

@@ -423,3 +423,54 @@ def test_a_lite_split_holds_one_negative_control_of_a_target_that_has_any():
     # a target with no negative control keeps its count of none in the lite split
     lite = population.from_manifest(cachetools, "manifest cachetools", {}, "lite")
     assert lite.controls["negative"]["count"] == 0
+
+
+# ---- the funnels on any gate record: each ends at what it counts, and never rises
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from killbench.gate import FILE_REASONS  # noqa: E402
+
+_TEST_REASONS = sorted(m.TEST_STAGE)
+_STAGES = ["intake", "parse", "scan", "clean", "collect", "clean-hashseed", "mutant",
+           "mutant-disguised"]
+_verdicts = st.lists(st.tuples(st.booleans(), st.sampled_from(_TEST_REASONS), st.sampled_from(_STAGES)),
+                     max_size=4)
+_entries = st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e"]), st.sampled_from(["t1", "t2"]),
+                              st.one_of(st.none(), st.tuples(st.sampled_from(FILE_REASONS),
+                                                             st.sampled_from(_STAGES))),
+                              _verdicts), max_size=8)
+
+
+def _gate_record(rows, submitted):
+    entries = []
+    for cand, task, file_level, tests in rows:
+        if file_level is not None:
+            entries.append(GateEntry(target="pkg", candidate=cand, task=task, unit="file",
+                                     file_reason=file_level[0], stage=file_level[1]))
+        else:
+            entries.append(GateEntry(target="pkg", candidate=cand, task=task, tests=[
+                TestVerdict(nodeid=f"{F}::test_{i}", kept=kept, stage=stage,
+                            reason=None if kept else reason)
+                for i, (kept, reason, stage) in enumerate(tests)]))
+    subs = [Submission(target="pkg", candidate=c, task=t) for c, t in submitted]
+    return subs, entries
+
+
+@settings(max_examples=150, deadline=None)
+@given(_entries, st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "e", "f"]),
+                                    st.sampled_from(["t1", "t2"])), max_size=8))
+def test_the_funnels_end_at_the_files_collected_and_the_tests_kept(rows, submitted):
+    subs, entries = _gate_record(rows, submitted)
+    files, tests = m.file_funnel(subs, entries), m.test_funnel(subs, entries)
+    by_key = {(e.candidate, e.task): e for e in entries}
+    keys = list(dict.fromkeys((s.candidate, s.task) for s in subs))
+    collected = [by_key[k] for k in keys if k in by_key and not by_key[k].file_reason]
+    assert list(files) == list(m.FILE_FUNNEL) and list(tests) == list(m.TEST_FUNNEL)
+    assert files["files"] == len(keys)
+    assert files["collected"] == len(collected)
+    assert tests["tests"] == sum(len(e.tests) for e in collected)
+    assert tests["kept"] == sum(t.kept for e in collected for t in e.tests)
+    for funnel in (files, tests):
+        counts = list(funnel.values())
+        assert all(a >= b >= 0 for a, b in zip(counts, counts[1:]))

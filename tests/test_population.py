@@ -336,3 +336,11 @@ def test_a_project_is_frozen_from_a_fresh_mutate_run(tmp_path, monkeypatch):
     assert p.source == "mutate fp0"
     assert p.task_set == ["a"] and p.held_out == ["b"]
     assert p.sources == {"pkg/mod.py": "a\n"}
+
+
+def test_a_manifest_with_two_mutants_of_one_id_is_refused_by_check():
+    m = manifest()
+    m["mutants"].append(row("h2", role="held-out"))
+    m["held_out"]["ids"] = ["h1", "h2", "h2"]
+    with pytest.raises(InvariantError, match="share an id"):
+        P.from_manifest(m, "m", SOURCES)

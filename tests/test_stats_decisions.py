@@ -386,3 +386,65 @@ def test_resamples_that_drew_only_empty_clusters_are_dropped_and_only_those():
     drawn = sums[:, 1] > 0
     assert est.resamples_used == int(drawn.sum()) < 2000
     assert (est.low, est.high) == stats._percentiles(sums[drawn, 0] / sums[drawn, 1], 0.95)
+
+
+# ---- the minimum detectable difference, on values where each bound of its search shows
+
+
+def test_the_minimum_detectable_difference_is_the_first_step_with_the_power():
+    mdd = stats.minimum_detectable_difference
+    d = mdd(200, 0.2, step=0.01)
+    assert d == 0.13
+    assert stats.mcnemar_power(200, 0.2, 0.2 + 0.13) >= 0.8 > stats.mcnemar_power(200, 0.2, 0.2 + 0.12)
+    # a power reached exactly at a step is reached there
+    p = stats.mcnemar_power(200, 0.2, 0.2 + 0.1)
+    assert mdd(200, 0.2, step=0.1, power=p) == 0.1
+    assert mdd(200, 0.2, step=0.05, power=p) == 0.1
+    # rounded to six decimals: two steps of 0.1234567 are 0.2469134
+    assert mdd(200, 0.2, step=0.1234567) == 0.246913
+
+
+def test_a_design_effect_divides_the_mutants_that_count():
+    mdd = stats.minimum_detectable_difference
+    assert mdd(400, 0.2, step=0.01, design_effect=2.0) == mdd(200, 0.2, step=0.01) == 0.13
+    assert mdd(400, 0.2, step=0.01) < 0.13
+    assert mdd(200, 0.2, step=0.01, design_effect=1.0) == 0.13
+    for bad in (0.5, 0.0, 0.999):
+        with pytest.raises(ValueError, match="design effect is at least 1"):
+            mdd(200, 0.2, design_effect=bad)
+
+
+def test_the_search_stops_at_a_rate_of_one_and_includes_it():
+    mdd = stats.minimum_detectable_difference
+    # 40 mutants at 0.75: a rate of 1 is detected (power 0.96), and a step of 0.25 lands on it
+    assert stats.mcnemar_power(40, 0.75, 1.0) > 0.95
+    assert mdd(40, 0.75, step=0.25) == 0.25
+    # a step past 1 is never tried, even as 1
+    assert mdd(40, 0.75, step=0.3) is None
+    # a sum that rounds to a hair above 1 still counts as 1
+    top = 1.0 + 1e-12
+    base = top - 0.25
+    assert base + 0.25 == top
+    assert mdd(40, base, step=0.25) == 0.25
+    # nothing detectable: five mutants
+    assert mdd(5, 0.9, step=0.01) is None
+
+
+def test_an_estimate_is_its_first_number():
+    est = stats.cluster_bootstrap([(3, 10), (5, 10)], resamples=200)
+    assert est.estimate == est[0] == 0.4
+    assert est.estimate != est[1]
+
+
+def test_a_rate_refuses_an_interval_out_of_order():
+    with pytest.raises(ValueError, match="low <= high"):
+        stats.Rate(k=1, n=2, low=0.6, high=0.4, what="mutants")
+    with pytest.raises(ValueError, match="low <= high"):
+        stats.Rate(k=1, n=2, low=0.2, high=1.2, what="mutants")
+
+
+def test_a_bootstrap_whose_every_resample_is_empty_is_an_error():
+    # two clusters with mutants among fifty empty ones: seed 2's single resample draws only empty ones
+    clusters = [(1, 2), (0, 3)] + [(0, 0)] * 50
+    with pytest.raises(ValueError, match="every resample drew only empty clusters"):
+        stats.cluster_bootstrap(clusters, resamples=1, seed=2)
