@@ -220,7 +220,7 @@ class _Literals:
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             return all(self.is_literal(e, allow_none=True) for e in node.elts)
         if isinstance(node, ast.Starred):
-            return self.is_literal(node.value, allow_none=True)
+            return self.is_literal(node.value)
         if isinstance(node, ast.Dict):
             return all(
                 (k is None or self.is_literal(k, allow_none=True))
@@ -232,7 +232,7 @@ class _Literals:
         if isinstance(node, ast.BinOp):
             return self.is_literal(node.left) and self.is_literal(node.right)
         if isinstance(node, ast.JoinedStr):
-            return all(self.is_literal(v, allow_none=True) for v in node.values)
+            return all(self.is_literal(v) for v in node.values)
         if isinstance(node, ast.FormattedValue):
             return self.is_literal(node.value, allow_none=True)
         if isinstance(node, ast.Attribute):
@@ -380,29 +380,33 @@ def _parametrized_literal_names(
             continue
         if not isinstance(argvalues, (ast.List, ast.Tuple)):
             continue
-        columns: list[list[ast.AST]] = [[] for _ in params]
-        usable = True
-        for row in argvalues.elts:
-            if isinstance(row, ast.Call) and _last_name(row.func) == "param":
-                values = list(row.args)
-            elif len(params) == 1:
-                values = [row]
-            elif isinstance(row, (ast.Tuple, ast.List)):
-                values = list(row.elts)
-            else:
-                usable = False
-                break
-            if len(values) != len(params):
-                usable = False
-                break
-            for column, value in zip(columns, values, strict=True):  # pragma: no mutate (lengths checked above)
-                column.append(value)
-        if not usable:
+        columns = _parametrize_columns(params, argvalues.elts)
+        if columns is None:
             continue
         for param, column in zip(params, columns, strict=True):  # pragma: no mutate (one column per param)
             if column and all(literals.is_literal(v) for v in column):
                 names.add(param)
     return names
+
+
+def _parametrize_columns(params: list[str], rows: list[ast.AST]) -> list[list[ast.AST]] | None:
+    """Each parameter's values over the rows of a parametrize, or None when a row's shape
+    cannot be read (then nothing is known of any parameter)."""
+    columns: list[list[ast.AST]] = [[] for _ in params]
+    for row in rows:
+        if isinstance(row, ast.Call) and _last_name(row.func) == "param":
+            values = list(row.args)
+        elif len(params) == 1:
+            values = [row]
+        elif isinstance(row, (ast.Tuple, ast.List)):
+            values = list(row.elts)
+        else:
+            return None
+        if len(values) != len(params):
+            return None
+        for column, value in zip(columns, values, strict=True):  # pragma: no mutate (lengths checked above)
+            column.append(value)
+    return columns
 
 
 # ---------------------------------------------------------------- the classifier

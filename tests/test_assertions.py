@@ -567,3 +567,57 @@ def test_classify_file_names_the_source_when_it_has_no_file_name():
     with pytest.raises(ValueError) as info:
         classify_file("def test_a(:\n")
     assert str(info.value).startswith("<string>:1:")
+
+
+@pytest.mark.parametrize("body,expected", [
+    # a starred literal, an f-string of literals (a None inside braces is the text "None")
+    ("assert f() == [*[1, 2], 3]\n", "value"),
+    ("assert f() == [*xs]\n", "existence"),
+    ("assert f() == f'a{1}b'\n", "value"),
+    ("assert f() == f'{None}'\n", "value"),
+    ("assert f() == f'a{x}'\n", "existence"),
+    # tuple unpacking pairs names with values; a length mismatch or a star pairs nothing
+    ("a, b = 1, 2\nassert f() == b\n", "value"),
+    ("[a, b] = [1, 2]\nassert f() == a\n", "value"),
+    ("a, b = 1, g()\nassert f() == b\n", "existence"),
+    ("a, b = 1, 2, 3\nassert f() == a\n", "existence"),
+    ("a, *b = 1, 2\nassert f() == a\n", "existence"),
+    ("a, b = 1, *c\nassert f() == a\n", "existence"),
+    ("a, b = pair\nassert f() == a\n", "existence"),
+    # a failure at the end of a try body: AssertionError only, and only one that is raised
+    ("try:\n    f()\n    raise AssertionError('no')\nexcept ValueError:\n    pass\n", "exception"),
+    ("try:\n    f()\n    raise AssertionError\nexcept ValueError:\n    pass\n", "exception"),
+    ("try:\n    f()\n    raise ValueError('no')\nexcept KeyError:\n    pass\n", "none"),
+    ("try:\n    f()\n    raise\nexcept ValueError:\n    pass\n", "none"),
+])
+def test_literals_through_stars_f_strings_unpacking_and_raised_failures(body, expected):
+    assert _one(body) == expected
+
+
+@pytest.mark.parametrize("decorators,expected", [
+    # a row of the wrong shape or length: nothing is known of any parameter
+    ("@pytest.mark.parametrize('x, y', [(1, 2), 3])\n", "existence"),
+    ("@pytest.mark.parametrize('x, y', [(1, 2), (3,)])\n", "existence"),
+    ("@pytest.mark.parametrize('x, y', [(1, 2), (3, 4, 5)])\n", "existence"),
+    ("@pytest.mark.parametrize('x, y', [(1, 2), pytest.param(3)])\n", "existence"),
+    ("@pytest.mark.parametrize('x, y', [(1, 2), [3, 4]])\n", "value"),
+    # and a parametrize after an unreadable one is still read
+    ("@pytest.mark.parametrize('y, z', [5])\n@pytest.mark.parametrize('x', [1, 2])\n", "value"),
+])
+def test_a_parametrize_is_read_only_when_every_row_has_one_value_per_name(decorators, expected):
+    src = decorators + "def test_x(x, y=None, z=None):\n    assert f() == x\n"
+    assert classify_test(src) == expected
+
+
+def test_a_module_name_a_function_declares_global_is_not_a_constant():
+    src = ("X = 1\n\ndef reset():\n    global X\n    X = 2\n\n"
+           "def test_a():\n    assert f() == X\n")
+    assert classify_file(src) == {"test_a": "existence"}
+    assert classify_file(src.replace("    global X\n", "")) == {"test_a": "value"}
+
+
+def test_classify_test_takes_a_definition_or_text_only():
+    with pytest.raises(TypeError, match="got int"):
+        classify_test(42)
+    with pytest.raises(TypeError, match="got Module"):
+        classify_test(ast.parse("x = 1"))
