@@ -1,0 +1,426 @@
+"""The gate's own sequence (place, clean run, the drawn phases, the mutant written and put
+back, the file removed) on an in-process sandbox whose "pytest" runs the candidate's test
+functions against whatever module text the gate left in place. The real sandbox and its
+isolation are tested by the slow suite; this one shows what the gate asks of it (fast)."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import random
+import signal
+import sys
+import threading
+import types
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from killbench import gate
+from killbench.errors import HarnessError
+from killbench.gate import CLEAN, HASHSEED, MUTANT, MUTANT_DISGUISED, NEUTRAL, ORDER, TASK_PHASES, Gate
+from killbench.mutate import apply
+from killbench.records import Mutant, RunReport, TestEvent
+
+MODULE = "def f(x):\n    return x + 1\n"
+PLUS = MODULE.index("+")
+MUT = Mutant(id="m1", path="pkg/mod.py", line=2, end_line=2, col=13, end_col=14, start=PLUS,
+             end=PLUS + 1, function="f", operator="arith-swap", original="+", replacement="-")
+
+
+class Hang(BaseException):
+    """Raised by a scripted test to stand for a test that never ends."""
+
+
+class ScriptedSandbox:
+    trusted = False
+    isolation = "scripted"
+
+    def __init__(self, root: Path, tests=("tests",), after=None):
+        self.root = root / "box"
+        self.tree = self.root / "tree"
+        clean = root / "clean"
+        for base in (self.tree, clean):
+            (base / "pkg").mkdir(parents=True)
+            (base / "pkg" / "mod.py").write_text(MODULE)
+            (base / "tests").mkdir()
+        spec = SimpleNamespace(tests=list(tests))
+        self.target = SimpleNamespace(tree=clean, spec=spec)
+        self.calls: list[dict] = []
+        self.moved_now = False
+        self.after = after or (lambda report, call: None)
+        self.added: list[str] = []
+
+    # the narrow interface the gate uses
+    def add_file(self, path: Path, content: bytes) -> None:
+        path.write_bytes(content)
+        self.added.append(path.relative_to(self.tree).as_posix())
+
+    def remove_file(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+
+    def write(self, path: str, content: bytes) -> None:
+        (self.tree / path).write_bytes(content)
+
+    def restore(self) -> None:
+        (self.tree / "pkg/mod.py").write_bytes((self.target.tree / "pkg/mod.py").read_bytes())
+
+    @contextlib.contextmanager
+    def moved(self):
+        self.moved_now = True
+        try:
+            yield
+        finally:
+            self.moved_now = False
+
+    def contains(self, file) -> bool:
+        return bool(file) and str(file).startswith(str(self.root))
+
+    def run_pytest(self, args, *, select, exclude, timeout, limits, hashseed, order, candidates):
+        (rel,) = args
+        text = (self.tree / "pkg/mod.py").read_text()
+        call = {"select": select, "hashseed": hashseed, "order": order, "moved": self.moved_now,
+                "module": text, "candidates": list(candidates), "timeout": timeout}
+        self.calls.append(call)
+        report = RunReport(returncode=0, timed_out=False, wall_s=0.12345678, started=True,
+                           finished=True, exitstatus=0, argv=["pytest", rel], isolation=self.isolation)
+        mod = types.ModuleType("pkg.mod")
+        exec(compile(text, "pkg/mod.py", "exec"), mod.__dict__)
+        saved = {k: sys.modules.get(k) for k in ("pkg", "pkg.mod")}
+        sys.modules["pkg"], sys.modules["pkg.mod"] = types.ModuleType("pkg"), mod
+        try:
+            ns = {"__name__": "candidate", "HASHSEED": hashseed, "MOVED": self.moved_now,
+                  "Hang": Hang, "STATE": []}
+            try:
+                exec(compile((self.tree / rel).read_text(), rel, "exec"), ns)
+            except Exception as exc:
+                report.collect_errors = [{"nodeid": rel, "message": f"{type(exc).__name__}: {exc}"}]
+                report.returncode = report.exitstatus = 2
+                self.after(report, call)
+                return report, None
+            names = [n for n, v in ns.items() if n.startswith("test") and callable(v)]
+            ids = [f"{rel}::{n}" for n in names]
+            if select is not None:
+                ids = [i for i in ids if i in select]
+            if order == "reverse":
+                ids.reverse()
+            report.collected = len(ids)
+            for nodeid in ids:
+                report.begun.append(nodeid)
+                report.tests.append(TestEvent(nodeid, "setup", "passed", None, False, False, 0.0))
+                try:
+                    ns[nodeid.split("::")[1]]()
+                    outcome, exc_type = "passed", None
+                except Hang:
+                    report.timed_out, report.returncode, report.finished = True, None, False
+                    break
+                except Exception as exc:
+                    outcome, exc_type = "failed", f"builtins.{type(exc).__name__}"
+                    report.returncode = report.exitstatus = 1
+                report.tests.append(TestEvent(nodeid, "call", outcome, exc_type,
+                                              exc_type == "builtins.AssertionError", False, 0.0,
+                                              message=f"{nodeid} said no" if outcome == "failed" else ""))
+                report.tests.append(TestEvent(nodeid, "teardown", "passed", None, False, False, 0.0))
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+        self.after(report, call)
+        return report, None
+
+
+CANDIDATE = """from pkg.mod import f
+
+def test_kill():
+    assert f(1) == 2
+
+def test_weak():
+    assert f(0) is not None
+
+def test_wrong():
+    assert f(1) == 3
+"""
+
+
+def verdicts(entry):
+    return [(t.nodeid.split("::")[1], t.kept, t.reason, t.stage) for t in entry.tests]
+
+
+def test_a_task_runs_clean_then_the_five_other_phases_in_a_drawn_order(tmp_path):
+    sb = ScriptedSandbox(tmp_path)
+    entry = Gate([sb], baseline=None, rng=random.Random(5)).check(CANDIDATE, MUT, target="pkg")
+    rel = f"tests/test_killbench_{gate.candidate_id(CANDIDATE)}.py"
+    assert sb.added == [rel]
+    assert verdicts(entry) == [("test_kill", True, None, MUTANT_DISGUISED),
+                               ("test_weak", False, "did-not-detect", MUTANT),
+                               ("test_wrong", False, "fails-on-clean", CLEAN)]
+    assert entry.target == "pkg" and entry.task == "m1" and entry.unit == "test"
+    assert entry.stage == MUTANT_DISGUISED and entry.file_reason is None
+    assert entry.message == f"{rel}::test_kill failed in call: builtins.AssertionError\n{rel}::test_kill said no"
+    # the order: clean first, then the rest as the gate's rng shuffles them
+    rng = random.Random(5)
+    draw = random.Random(rng.getrandbits(64))
+    order = list(TASK_PHASES[1:])
+    draw.shuffle(order)
+    seed = str(random.Random(rng.getrandbits(64)).randint(1, 2**32 - 1))
+    assert [p.phase for p in entry.phases] == [CLEAN, *order]
+    by_phase = dict(zip([p.phase for p in entry.phases], sb.calls))
+    assert by_phase[CLEAN]["select"] is None
+    alive = [f"{rel}::test_kill", f"{rel}::test_weak"]
+    for phase in order:
+        assert by_phase[phase]["select"] == alive
+    assert {p: c["hashseed"] for p, c in by_phase.items()} == {p: seed if p == HASHSEED else "0"
+                                                               for p in TASK_PHASES}
+    assert {p: (c["order"], c["moved"]) for p, c in by_phase.items() if c["order"] or c["moved"]} == \
+        {ORDER: ("reverse", True)}
+    # the module each phase saw
+    mutated = apply(MODULE.encode(), MUT).decode()
+    for p in (CLEAN, HASHSEED, ORDER):
+        assert by_phase[p]["module"] == MODULE
+    assert by_phase[MUTANT]["module"] == mutated
+    assert by_phase[NEUTRAL]["module"] not in (MODULE, mutated)
+    assert by_phase[MUTANT_DISGUISED]["module"] not in (MODULE, mutated)
+    assert all(c["candidates"] == [rel] and c["timeout"] == gate.GATE_TIMEOUT for c in sb.calls)
+    # the phase records: this sandbox's isolation, rounded timings, each test's outcome
+    clean = entry.phases[0]
+    assert clean.isolation == "scripted" and clean.duration_s == 0.1235 and clean.argv == ["pytest", rel]
+    assert clean.tests[f"{rel}::test_wrong"].status == "failed"
+    assert entry.phases[-1].tests.keys() == set(alive)
+    # afterwards: the clean module back, the candidate gone
+    assert (sb.tree / "pkg/mod.py").read_text() == MODULE
+    assert not (sb.tree / rel).exists()
+    assert entry.wall_s >= 0.0
+
+
+def test_a_disguise_keeps_the_behaviour_of_the_text_it_disguises(tmp_path):
+    rng = random.Random(1)
+    original = MODULE.encode()
+    assert Gate._content(CLEAN, original, MUT, rng) is None
+    assert Gate._content(HASHSEED, original, MUT, rng) is None
+    assert Gate._content(MUTANT, original, None, rng) is None
+    assert Gate._content(MUTANT, original, MUT, rng) == apply(original, MUT)
+    for phase, want in ((NEUTRAL, 2), (MUTANT_DISGUISED, 0)):
+        text = Gate._content(phase, original, MUT, random.Random(3))
+        assert text not in (original, apply(original, MUT))
+        ns = {}
+        exec(text.decode(), ns)
+        assert ns["f"](1) == want, phase
+
+
+def test_without_a_task_only_the_clean_phases_run(tmp_path):
+    sb = ScriptedSandbox(tmp_path)
+    entry = Gate([sb], baseline=None, rng=random.Random(2)).check(CANDIDATE, None)
+    assert sorted(p.phase for p in entry.phases) == sorted([CLEAN, HASHSEED, ORDER])
+    assert entry.phases[0].phase == CLEAN
+    assert all(c["module"] == MODULE for c in sb.calls)
+    # a test with no task is kept when it passes every clean phase; the last one decides
+    assert verdicts(entry) == [("test_kill", True, None, ORDER), ("test_weak", True, None, ORDER),
+                               ("test_wrong", False, "fails-on-clean", CLEAN)]
+    assert entry.stage == CLEAN and entry.task is None
+
+
+def test_tests_that_depend_on_the_seed_the_order_or_the_directory_are_flaky(tmp_path):
+    src = """from pkg.mod import f
+
+def test_seed():
+    assert HASHSEED == "0"
+
+def test_first():
+    STATE.append(1)
+
+def test_second():
+    assert STATE == [1]
+
+def test_dir():
+    assert not MOVED
+
+def test_kill():
+    assert f(1) == 2
+"""
+    entry = Gate([ScriptedSandbox(tmp_path)], baseline=None, rng=random.Random(4)).check(src, MUT)
+    # verdicts come in node-id order
+    assert verdicts(entry) == [("test_dir", False, "flaky", ORDER),
+                               ("test_first", False, "did-not-detect", MUTANT),
+                               ("test_kill", True, None, MUTANT_DISGUISED),
+                               ("test_second", False, "flaky", ORDER),
+                               ("test_seed", False, "flaky", HASHSEED)]
+
+
+def test_a_file_that_fails_to_import_is_rejected_after_one_run(tmp_path):
+    sb = ScriptedSandbox(tmp_path)
+    entry = Gate([sb], baseline=None).check("import no_such_module\n\ndef test_a():\n    pass\n", MUT)
+    assert (entry.unit, entry.file_reason, entry.stage) == ("file", "fails-on-clean", CLEAN)
+    assert entry.message.startswith("collection error: tests/test_killbench_")
+    assert entry.message.endswith("ModuleNotFoundError: No module named 'no_such_module'")
+    assert len(sb.calls) == 1 and entry.tests == [] and len(entry.phases) == 1
+
+
+@pytest.mark.parametrize("after,reason,stage", [
+    (None, "no-test-collected", "collect"),
+    (lambda r, c: setattr(r, "timed_out", True), "timeout", CLEAN),
+    (lambda r, c: setattr(r, "signal", signal.SIGKILL), "resource-limit", CLEAN),
+    (lambda r, c: (setattr(r, "returncode", 3), setattr(r, "finished", False)), "aborts-run", CLEAN),
+    (lambda r, c: setattr(r, "returncode", 5), "no-test-collected", "collect"),
+    (lambda r, c: setattr(r, "sources_changed", ["tree/pkg/mod.py"]), "tampering", CLEAN),
+    (lambda r, c: setattr(r, "audit", [{"kind": "write", "path": "/etc/x"}]), "tampering", CLEAN),
+    (lambda r, c: setattr(r, "audit", [{"kind": "read-source", "path": "/x"}]), "no-test-collected", "collect"),
+])
+def test_a_file_with_no_test_collected_says_why(tmp_path, after, reason, stage):
+    sb = ScriptedSandbox(tmp_path, after=after)
+    entry = Gate([sb], baseline=None).check("from pkg.mod import f\n", MUT)
+    assert (entry.unit, entry.file_reason, entry.stage) == ("file", reason, stage)
+    assert len(sb.calls) == 1
+
+
+@pytest.mark.parametrize("kind,reason,word", [("write", "tampering", "wrote"), ("read-source", "gaming", "read")])
+def test_what_a_file_does_at_import_time_rejects_it(tmp_path, kind, reason, word):
+    audit = [{"kind": kind, "path": "/b"}, {"kind": kind, "path": "/a"},
+             {"kind": "read-source", "path": "/in-a-test", "nodeid": "x::test_kill"}]
+    sb = ScriptedSandbox(tmp_path, after=lambda r, c: setattr(r, "audit", audit))
+    entry = Gate([sb], baseline=None).check(CANDIDATE, MUT)
+    assert (entry.unit, entry.file_reason, entry.stage) == ("file", reason, CLEAN)
+    assert entry.message == f"at import time the test file {word} /a, /b"
+
+
+def test_a_test_the_scan_sees_reading_source_is_gaming_and_not_run_again(tmp_path):
+    src = ("import inspect\nfrom pkg import mod\nfrom pkg.mod import f\n\n"
+           "def test_reads():\n    assert 'x + 1' in inspect.getsource(mod)\n\n"
+           "def test_kill():\n    assert f(1) == 2\n")
+    sb = ScriptedSandbox(tmp_path)
+    entry = Gate([sb], baseline=None).check(src, MUT)
+    assert verdicts(entry) == [("test_kill", True, None, MUTANT_DISGUISED),
+                               ("test_reads", False, "gaming", "scan")]
+    assert all(c["select"] == [n for n in c["select"] if n.endswith("::test_kill")] for c in sb.calls[1:])
+    assert len(sb.calls) == 6
+
+
+def test_reading_source_at_module_level_rejects_the_file_before_any_run(tmp_path):
+    sb = ScriptedSandbox(tmp_path)
+    src = "import inspect\nfrom pkg import mod\nTEXT = inspect.getsource(mod)\n\ndef test_a():\n    pass\n"
+    entry = Gate([sb], baseline=None).check(src, MUT)
+    assert (entry.file_reason, entry.stage) == ("gaming", "scan")
+    assert entry.message == ("reads the target's source or bytecode at module level: "
+                             "inspect.getsource(mod) (line 3)")
+    assert sb.calls == [] and sb.added == []
+
+
+def test_a_file_that_does_not_parse_names_its_line(tmp_path):
+    sb = ScriptedSandbox(tmp_path)
+    entry = Gate([sb], baseline=None).check("def test_a():\n    pass\n\ndef (:\n", MUT)
+    assert (entry.file_reason, entry.stage) == ("syntax-error", "parse")
+    assert entry.message.startswith("SyntaxError: ") and entry.message.endswith("(line 4)")
+    assert sb.calls == []
+
+
+def test_a_run_that_swaps_in_modules_from_outside_the_sandbox_tampered(tmp_path):
+    def outside(report, call):
+        report.modules = {"pkg.mod": "/elsewhere/mod.py", "pkg": None}
+        report.sources_changed = ["tree/x"]
+
+    sb = ScriptedSandbox(tmp_path, after=outside)
+    entry = Gate([sb], baseline=None).check(CANDIDATE, MUT)
+    assert entry.phases[0].tampered == ["tree/x", "the target's module pkg.mod was /elsewhere/mod.py, "
+                                        "outside the sandbox"]
+    inside = ScriptedSandbox(tmp_path / "in", after=lambda r, c: setattr(
+        r, "modules", {"pkg.mod": str(tmp_path / "in" / "box" / "tree" / "pkg" / "mod.py")}))
+    assert Gate([inside], baseline=None).check(CANDIDATE, MUT).phases[0].tampered == []
+
+
+def test_a_candidate_goes_into_the_first_test_directory_or_the_tree(tmp_path):
+    sb = ScriptedSandbox(tmp_path / "a", tests=("test_top.py", "missing", "tests"))
+    Gate([sb], baseline=None).check(CANDIDATE, None)
+    assert sb.added == [f"tests/test_killbench_{gate.candidate_id(CANDIDATE)}.py"]
+    top = ScriptedSandbox(tmp_path / "b", tests=("test_top.py",))
+    Gate([top], baseline=None).check(CANDIDATE, None)
+    assert top.added == [f"test_killbench_{gate.candidate_id(CANDIDATE)}.py"]
+
+
+def test_when_no_test_passes_on_clean_nothing_else_runs(tmp_path):
+    sb = ScriptedSandbox(tmp_path)
+    src = "def test_a():\n    assert False\n\ndef test_b():\n    raise ValueError\n"
+    entry = Gate([sb], baseline=None).check(src, MUT)
+    assert [v[2] for v in verdicts(entry)] == ["fails-on-clean", "fails-on-clean"]
+    assert len(sb.calls) == 1 and entry.stage == CLEAN
+    assert entry.message == entry.tests[0].message and "test_a said no" in entry.message
+
+
+def test_a_hung_test_is_a_timeout(tmp_path):
+    src = "from pkg.mod import f\n\ndef test_kill():\n    if f(1) != 2:\n        raise Hang\n"
+    entry = Gate([ScriptedSandbox(tmp_path)], baseline=None, rng=random.Random(0)).check(src, MUT)
+    assert verdicts(entry) == [("test_kill", False, "timeout", entry.tests[0].stage)]
+    assert entry.tests[0].stage in (MUTANT, MUTANT_DISGUISED)
+
+
+def test_one_sandbox_serves_concurrent_checks_one_at_a_time(tmp_path):
+    busy, peak = [], []
+    lock = threading.Lock()
+    sb = ScriptedSandbox(tmp_path)
+    run = sb.run_pytest
+
+    def counted(*a, **kw):
+        with lock:
+            busy.append(1)
+            peak.append(len(busy))
+        try:
+            return run(*a, **kw)
+        finally:
+            with lock:
+                busy.pop()
+
+    sb.run_pytest = counted
+    g = Gate([sb], baseline=None)
+    entries = []
+    threads = [threading.Thread(target=lambda: entries.append(g.check(CANDIDATE, None))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert len(entries) == 3 and max(peak) == 1
+    assert all(e.tests and e.tests[0].kept for e in entries)
+    assert g._pool == [sb]
+
+
+def test_a_trusted_sandbox_is_refused():
+    with pytest.raises(HarnessError, match="must be untrusted"):
+        Gate([SimpleNamespace(trusted=False, isolation="x"), SimpleNamespace(trusted=True)], baseline=None)
+
+
+def test_the_innermost_definition_names_a_line():
+    tree = ast.parse("X = 1\n\nclass C:\n    def m(self):\n        def inner():\n            pass\n"
+                     "        return 1\n\n    y = 2\n\ndef g():\n    pass\n")
+    got = {line: gate._function_of_line(tree, line) for line in range(1, 13)}
+    assert got == {1: None, 2: None, 3: "C", 4: "m", 5: "inner", 6: "inner", 7: "m", 8: "C", 9: "C",
+                   10: None, 11: "g", 12: "g"}
+
+
+def test_a_node_id_is_in_a_function_by_any_part_after_its_file():
+    assert gate._in_function("t.py::test_a", "test_a")
+    assert gate._in_function("t.py::TestC::test_a", "TestC")
+    assert gate._in_function("t.py::test_a[1-2]", "test_a")
+    assert not gate._in_function("t.py::test_ab", "test_a")
+    assert not gate._in_function("test_a::test_b", "test_a")
+
+
+def test_a_phase_record_carries_the_run_as_reported():
+    report = RunReport(returncode=1, timed_out=True, wall_s=1.234567, cpu_s=0.987654, max_rss_kb=77,
+                       signal=9, finished=True, exitstatus=1, collected=3, argv=["pytest", "a"],
+                       isolation="bwrap", collect_errors=[{"nodeid": "t.py", "message": "x" * 700}],
+                       audit=[{"kind": "read-source", "path": "/p", "nodeid": "t.py::a"}, {"kind": "write", "path": "/q"}],
+                       log_problems=["bad line"])
+    run = gate.phase_record(MUTANT, report, ["tree/x"])
+    assert (run.phase, run.argv, run.isolation, run.duration_s, run.cpu_s, run.max_rss_kb) == \
+        (MUTANT, ["pytest", "a"], "bwrap", 1.2346, 0.9877, 77)
+    assert (run.returncode, run.signal, run.timed_out, run.finished, run.exitstatus, run.collected) == \
+        (1, 9, True, True, 1, 3)
+    assert run.collect_errors == ["t.py: " + "x" * 600]
+    assert [(a.kind, a.path, a.nodeid) for a in run.audit] == [("read-source", "/p", "t.py::a"), ("write", "/q", None)]
+    assert run.tampered == ["tree/x"] and run.log_problems == ["bad line"]
+
+
+def test_the_scan_reads_a_file_that_does_not_tokenize():
+    # an unterminated string: the comment cannot be blanked, the scan still runs
+    assert gate.gaming_matches("x = inspect.getsource(f)  # note\ny = '''\n") == [(1, "inspect.getsource(f)")]
