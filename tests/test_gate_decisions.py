@@ -491,3 +491,17 @@ def test_a_test_failing_on_clean_code_leaves_the_tests_after_it_judged():
     base[CLEAN].tests[T] = TestOutcome(status="failed", when="call", exc_type="builtins.AssertionError")
     got = [(v.nodeid, v.kept, v.reason) for v in decide([T, u], base, True)]
     assert got == [(T, False, "fails-on-clean"), (u, True, None)]
+
+
+def test_a_test_killed_by_sigkill_on_clean_hit_a_resource_limit():
+    ph = phases(**{CLEAN: run(CLEAN, "interrupted", returncode=None, signal=signal.SIGKILL)})
+    (v,) = decide([T], ph, True)
+    assert (v.kept, v.reason, v.stage) == (False, "resource-limit", CLEAN)
+    assert v.message == "killed (out of memory or a process limit)"
+
+
+def test_passing_the_mutant_but_failing_its_disguise_is_flaky():
+    ph = phases(**{MUTANT: run(MUTANT)})
+    (v,) = decide([T], ph, True)
+    assert (v.kept, v.reason, v.stage) == (False, "flaky", MUTANT_DISGUISED)
+    assert v.message == "passes on the mutant but fails on a disguise of it"
