@@ -11,6 +11,7 @@ import random
 import signal
 import sys
 import threading
+import time
 import types
 from pathlib import Path
 from types import SimpleNamespace
@@ -364,7 +365,10 @@ def test_one_sandbox_serves_concurrent_checks_one_at_a_time(tmp_path):
         with lock:
             busy.append(1)
             peak.append(len(busy))
+            first = len(peak) == 1
         try:
+            if first:  # the other checks reach an empty pool while this one holds the sandbox
+                time.sleep(0.3)
             return run(*a, **kw)
         finally:
             with lock:
@@ -373,11 +377,13 @@ def test_one_sandbox_serves_concurrent_checks_one_at_a_time(tmp_path):
     sb.run_pytest = counted
     g = Gate([sb], baseline=None)
     entries = []
-    threads = [threading.Thread(target=lambda: entries.append(g.check(CANDIDATE, None))) for _ in range(3)]
+    # daemons: a gate that never hands a sandbox back must fail this test, not hang the run
+    threads = [threading.Thread(target=lambda: entries.append(g.check(CANDIDATE, None)), daemon=True)
+               for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=60)
+        t.join(timeout=10)
     assert not any(t.is_alive() for t in threads)
     assert len(entries) == 3 and max(peak) == 1
     assert all(e.tests and e.tests[0].kept for e in entries)
@@ -424,3 +430,19 @@ def test_a_phase_record_carries_the_run_as_reported():
 def test_the_scan_reads_a_file_that_does_not_tokenize():
     # an unterminated string: the comment cannot be blanked, the scan still runs
     assert gate.gaming_matches("x = inspect.getsource(f)  # note\ny = '''\n") == [(1, "inspect.getsource(f)")]
+
+
+def test_a_check_waits_for_a_sandbox_given_back():
+    sb = object()
+    g = Gate([], baseline=None)
+    got = []
+    taker = threading.Thread(target=lambda: got.append(g._take()), daemon=True)
+    taker.start()
+    taker.join(timeout=0.3)
+    assert taker.is_alive() and got == []  # no sandbox free: it waits
+    giver = threading.Thread(target=g._give, args=(sb,), daemon=True)
+    giver.start()
+    giver.join(timeout=10)
+    taker.join(timeout=10)
+    assert not giver.is_alive() and not taker.is_alive()
+    assert got == [sb] and g._pool == []
