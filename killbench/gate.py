@@ -331,12 +331,11 @@ def _kill_message(nodeid: str, phases: dict[str, PhaseRun]) -> str:
 def _function_of_line(tree, line: int) -> str | None:
     import ast
 
-    best = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
-                node.lineno <= line <= (node.end_lineno or node.lineno):
-            if best is None or node.lineno >= best.lineno:
-                best = node
+    spans = [node for node in ast.walk(tree)
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+             and node.lineno <= line <= (node.end_lineno or node.lineno)]
+    # two definitions never start on one line: the innermost is the one that starts last
+    best = max(spans, key=lambda node: node.lineno, default=None)
     return best.name if best is not None else None
 
 
