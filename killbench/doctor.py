@@ -202,7 +202,7 @@ def _run_doctor(spec, target, jobs, sample, seed, settings) -> tuple[list[Check]
         not diff and len(sel_sample) + len(extra) > 0, diff))
 
     # 7. the counts add up (on the last complete mutate run if there is one)
-    checks.append(_counts_check(target, workdir, candidates, reaches, parallel))
+    checks.append(_counts_check(target, workdir, baseline, candidates, reaches, parallel))
     return checks, target
 
 
@@ -213,7 +213,8 @@ def _tally(outcomes) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(c.items()))
 
 
-def _counts_check(target, workdir: Path, candidates: list[Candidate], reaches, sample) -> Check:
+def _counts_check(target, workdir: Path, baseline, candidates: list[Candidate], reaches,
+                  sample) -> Check:
     from .harness import mutate_header, mutate_journal_path
 
     path = mutate_journal_path(workdir, mutate_header(target, default_operators(), RunSettings()))
@@ -233,7 +234,7 @@ def _counts_check(target, workdir: Path, candidates: list[Candidate], reaches, s
     else:
         records = []
         for c in candidates:
-            out = decided_without_run(c, reaches[c.mutant.id]) or sample.get(c.mutant.id)
+            out = decided_without_run(c, reaches[c.mutant.id], baseline) or sample.get(c.mutant.id)
             if out is not None:
                 records.append(MutantRecord(c.mutant, reaches[c.mutant.id], out))
         where = f"the doctor's sample and the not-run mutants ({len(records)} mutants; run " \
@@ -241,10 +242,10 @@ def _counts_check(target, workdir: Path, candidates: list[Candidate], reaches, s
     try:
         s = summarize(records)
         ok = True
-        observed = (f"on {where}: {sum(s['verdicts'].values())} = {s['mutants']} mutants; task set "
+        observed = (f"on {where}: one verdict for each of {s['mutants']} mutants; task set "
                     f"{s['task_set']} = survived reachable killable {s['survived_reachable']}")
     except InvariantError as exc:
         ok, observed = False, f"an invariant failed on {where}: {exc}"
     return Check("the counts add up",
-                 "verdict buckets sum to the total; task set = survived and reachable and not unkillable",
+                 "one verdict per mutant; task set = survived and reachable and not unkillable",
                  observed, ok)

@@ -156,9 +156,10 @@ def summarize(records: list[MutantRecord]) -> dict:
     task_set = sorted(r.mutant.id for r in records
                       if is_task(r.outcome.verdict, r.reach.reachable, r.mutant.unkillable))
     total = len(records)
+    distinct = len({r.mutant.id for r in records})
     checks = [
-        (sum(verdicts.values()) == total, f"verdict buckets sum to {sum(verdicts.values())}, "
-                                          f"not to the {total} mutants"),
+        (distinct == total, f"{total} verdicts for {distinct} mutants: a mutant is counted "
+                            "more than once"),
         (len(surv_reach) + len(surv_unreached) + len(surv_unkillable) == len(survived),
          "survivors split into reachable, unreached and unkillable do not add up"),
         (task_set == sorted(r.mutant.id for r in surv_reach),

@@ -149,3 +149,18 @@ def test_counts_check_fails_when_the_task_set_rule_is_wrong(fixture_target, use_
     c = checks["the counts add up"]
     assert not c.ok
     assert "the task set is not the reachable, killable survivors" in c.observed
+
+
+@pytest.mark.slow
+def test_counts_check_fails_when_a_mutant_is_tallied_twice(fixture_target, use_cache,
+                                                          monkeypatch):
+    """One mutant's verdict counted twice: the enumeration hands a mutant over again."""
+    import killbench.doctor as doctor
+
+    real = doctor.enumerate_target
+    monkeypatch.setattr(doctor, "enumerate_target",
+                        lambda target, ops: (lambda cs: cs + cs[:1])(real(target, ops)))
+    checks = _doctor(fixture_target)
+    c = checks["the counts add up"]
+    assert not c.ok
+    assert "a mutant is counted more than once" in c.observed

@@ -31,3 +31,35 @@ except Exception as exc:
 """
     out = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "InvariantError", out.stderr
+
+
+def _record(mid, verdict, reachable=True, unkillable=None, killed_by=None):
+    from killbench.records import Mutant, MutantRecord, Outcome, Reach
+
+    m = Mutant(id=mid, path="p.py", line=1, end_line=1, col=0, end_col=1, start=0, end=1,
+               function=None, operator="x", original="a", replacement="b",
+               unkillable=unkillable)
+    return MutantRecord(m, Reach(reachable, (), False), Outcome(verdict, killed_by=killed_by))
+
+
+def test_summarize_counts_each_bucket_and_refuses_a_mutant_counted_twice():
+    import pytest
+
+    from killbench.errors import InvariantError
+    from killbench.harness import summarize
+    from killbench.records import KilledBy
+
+    kill = KilledBy("test", "t::a")
+    records = [_record("a", "killed", killed_by=kill), _record("b", "survived"),
+               _record("c", "survived", reachable=False),
+               _record("d", "survived", unkillable="pragma"), _record("e", "timeout")]
+    s = summarize(records)
+    assert (s["mutants"], s["verdicts"]["killed"], s["verdicts"]["survived"],
+            s["verdicts"]["timeout"]) == (5, 1, 3, 1)
+    assert (s["survived_reachable"], s["survived_unreachable"], s["survived_unkillable"],
+            s["task_set"]) == (1, 1, 1, 1)
+    assert s["score"]["killed"] == 1 and s["score"]["of"] == 4
+    with pytest.raises(InvariantError, match="5 verdicts for 4 mutants"):
+        summarize(records[:4] + [_record("b", "killed", killed_by=kill)])
+    with pytest.raises(InvariantError, match="kill kinds sum to 0"):
+        summarize([_record("a", "killed")])
