@@ -300,7 +300,7 @@ def _pair_targets(target: ast.AST, value: ast.AST | None):
             and len(value.elts) == len(target.elts)
             and not any(isinstance(e, ast.Starred) for e in target.elts + value.elts)
         ):
-            for t, v in zip(target.elts, value.elts, strict=True):
+            for t, v in zip(target.elts, value.elts):  # lengths equal, checked above
                 yield from _pair_targets(t, v)
         else:
             for t in target.elts:

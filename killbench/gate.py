@@ -466,7 +466,7 @@ class Gate:
                 todo = list(TASK_PHASES[1:] if mutant is not None else CLEAN_PHASES[1:])
                 rng = self._fork_rng()
                 rng.shuffle(todo)
-                original = (sb.target.tree / mutant.path).read_bytes() if mutant else b""
+                original = (sb.target.tree / mutant.path).read_bytes() if mutant else None
                 for phase in todo:
                     content = self._content(phase, original, mutant, rng)
                     if content is not None:
@@ -492,7 +492,8 @@ class Gate:
             sb.remove_file(sb.tree / rel)
 
     @staticmethod
-    def _content(phase: str, original: bytes, mutant: Mutant | None, rng: random.Random) -> bytes | None:
+    def _content(phase: str, original: bytes | None, mutant: Mutant | None,
+                 rng: random.Random) -> bytes | None:
         if mutant is None or phase in CLEAN_PHASES:
             return None
         if phase == MUTANT:

@@ -225,8 +225,8 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
     if verdict == "check":
         clean_ok, clean = _clean_passes(sandbox, baseline, None if selection == "full" else tests,
                                         settings)
-        code = "signal %d" % -report.returncode if (report.returncode or 0) < 0 else \
-            f"exit {report.returncode}"
+        code = "signal %d" % -report.returncode \
+            if report.returncode is not None and report.returncode < 0 else f"exit {report.returncode}"
         if clean_ok:
             if report.collect_errors or report.returncode in (2, 4):
                 where = report.collect_errors[0]["nodeid"] if report.collect_errors else None

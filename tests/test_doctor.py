@@ -164,3 +164,61 @@ def test_counts_check_fails_when_a_mutant_is_tallied_twice(fixture_target, use_c
     c = checks["the counts add up"]
     assert not c.ok
     assert "a mutant is counted more than once" in c.observed
+
+
+_UNCHECKED = """
+import importlib.util, py_compile, sys
+for clean, served in zip(sys.argv[1::2], sys.argv[2::2]):
+    py_compile.compile(clean, cfile=importlib.util.cache_from_source(served), dfile=served,
+                       doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+"""
+
+
+@pytest.mark.slow
+def test_stale_check_fails_when_the_template_serves_the_clean_bytecode(fixture_target,
+                                                                      use_cache):
+    """Stale bytecode served: the environment's bytecode template also holds the target's
+    files at the doctor's sandbox paths, compiled from the clean code in a mode Python
+    never checks against the source, so a mutant written there is never compiled."""
+    import subprocess
+
+    from killbench.harness import workdir_for
+
+    def patch(target):
+        sb = Sandbox(target, workdir_for(target) / "sandboxes" / "doctor")
+        args = []
+        for sf in target.sources:
+            for served in sb.copies(sf.path):
+                args += [str(target.tree / sf.path), str(served)]
+        subprocess.run([str(target.env.python), "-c", _UNCHECKED, *args], check=True,
+                       env={"PYTHONPYCACHEPREFIX": str(target.env.pycache), "PATH": "/usr/bin:/bin"})
+
+    try:
+        checks = _doctor(fixture_target, patch=patch)
+    finally:
+        _drop_served_bytecode(fixture_target)
+    c = checks["no stale bytecode"]
+    assert not c.ok
+    assert c.observed.split(" -> ")[0::2] == ["survived", "survived"], c.observed
+    assert not checks["canary is killed"].ok
+
+
+def _drop_served_bytecode(fixture_target):
+    """The template is shared by every run on this environment: take the planted files out."""
+    import subprocess
+    from pathlib import Path
+
+    from killbench.harness import workdir_for
+    from killbench.targets import prepare
+
+    target = prepare(load_local(fixture_target("basic")))
+    sb = Sandbox(target, workdir_for(target) / "sandboxes" / "doctor")
+    for sf in target.sources:
+        for served in sb.copies(sf.path):
+            out = subprocess.run([str(target.env.python), "-c",
+                                  "import importlib.util, sys; "
+                                  "print(importlib.util.cache_from_source(sys.argv[1]))",
+                                  str(served)], capture_output=True, text=True, check=True,
+                                 env={"PYTHONPYCACHEPREFIX": str(target.env.pycache)})
+            Path(out.stdout.strip()).unlink(missing_ok=True)

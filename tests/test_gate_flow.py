@@ -457,3 +457,146 @@ def test_a_check_waits_for_a_sandbox_given_back():
         taker.join(timeout=3)
     assert not stuck
     assert got == [sb] and g._pool == []
+
+
+def test_a_parse_error_without_a_line_and_a_parser_that_gives_up(tmp_path, monkeypatch):
+    def raising(exc):
+        def parse(source):
+            raise exc
+        return parse
+
+    sb = ScriptedSandbox(tmp_path)
+    monkeypatch.setattr(gate, "parse", raising(ValueError("bad bytes")))
+    entry = Gate([sb], baseline=None).check(CANDIDATE, MUT)
+    assert (entry.unit, entry.file_reason, entry.stage, entry.message) == \
+        ("file", "syntax-error", "parse", "ValueError: bad bytes")
+    for exc in (RecursionError("deep"), MemoryError()):
+        monkeypatch.setattr(gate, "parse", raising(exc))
+        entry = Gate([sb], baseline=None).check(CANDIDATE, MUT)
+        assert (entry.unit, entry.file_reason, entry.stage, entry.message) == \
+            ("file", "syntax-error", "parse", f"{type(exc).__name__} while parsing")
+    assert sb.calls == []
+
+
+def test_every_module_level_read_is_named(tmp_path):
+    src = ("import inspect\nfrom pkg import mod\nA = inspect.getsource(mod)\n"
+           "B = inspect.getsource(mod.f)\n\ndef test_a():\n    pass\n")
+    entry = Gate([ScriptedSandbox(tmp_path)], baseline=None).check(src, MUT)
+    assert entry.message == ("reads the target's source or bytecode at module level: "
+                             "inspect.getsource(mod) (line 3); inspect.getsource(mod.f) (line 4)")
+
+
+class Clock:
+    """time.monotonic for the gate: the first reading, then a later one for every other."""
+
+    def __init__(self, first, later):
+        self.readings = [first]
+        self.later = later
+
+    def monotonic(self):
+        return self.readings.pop() if self.readings else self.later
+
+
+def test_a_check_records_its_wall_time_to_the_millisecond(tmp_path, monkeypatch):
+    monkeypatch.setattr(gate, "time", Clock(100.0, 101.23456))
+    entry = Gate([ScriptedSandbox(tmp_path)], baseline=None).check(CANDIDATE, MUT)
+    assert entry.wall_s == 1.235 and entry.file_reason is None
+    monkeypatch.setattr(gate, "time", Clock(100.0, 102.34567))
+    entry = Gate([ScriptedSandbox(tmp_path / "2")], baseline=None).check("def (:\n", MUT)
+    assert entry.wall_s == 2.346 and entry.file_reason == "syntax-error"
+
+
+def test_a_candidate_goes_into_the_first_of_several_test_directories(tmp_path):
+    sb = ScriptedSandbox(tmp_path, tests=("missing", "tests", "more"))
+    (sb.tree / "more").mkdir()
+    Gate([sb], baseline=None).check(CANDIDATE, MUT)
+    assert sb.added == [f"tests/test_killbench_{gate.candidate_id(CANDIDATE)}.py"]
+
+
+def _on_clean(change):
+    """An `after` hook that edits the clean run's report only."""
+    def after(report, call):
+        if call["select"] is None:
+            change(report, call["candidates"][0])
+    return after
+
+
+def test_only_the_candidates_own_tests_are_judged_from_what_began_or_reported(tmp_path):
+    def foreign(report, rel):
+        other = "tests/test_other.py::test_x"
+        report.begun.append(other)
+        report.tests.append(TestEvent(other, "call", "passed", None, False, False, 0.0))
+
+    sb = ScriptedSandbox(tmp_path, after=_on_clean(foreign))
+    entry = Gate([sb], baseline=None, rng=random.Random(5)).check(CANDIDATE, MUT)
+    assert verdicts(entry) == [("test_kill", True, None, MUTANT_DISGUISED),
+                               ("test_weak", False, "did-not-detect", MUTANT),
+                               ("test_wrong", False, "fails-on-clean", CLEAN)]
+    assert all(all("test_other" not in n for n in c["select"]) for c in sb.calls[1:])
+
+
+def test_a_test_that_began_or_reported_alone_is_still_judged(tmp_path):
+    def not_begun(report, rel):  # reported, but its start was not recorded
+        report.begun.remove(f"{rel}::test_kill")
+
+    entry = Gate([ScriptedSandbox(tmp_path, after=_on_clean(not_begun))], baseline=None,
+                 rng=random.Random(5)).check(CANDIDATE, MUT)
+    assert [v[0] for v in verdicts(entry)] == ["test_kill", "test_weak", "test_wrong"]
+    assert verdicts(entry)[0][1] is True
+
+    def begun_only(report, rel):  # started, and nothing reported of it
+        report.begun.append(f"{rel}::test_ghost")
+
+    entry = Gate([ScriptedSandbox(tmp_path / "2", after=_on_clean(begun_only))], baseline=None,
+                 rng=random.Random(5)).check(CANDIDATE, MUT)
+    assert [v[0] for v in verdicts(entry)] == ["test_ghost", "test_kill", "test_weak", "test_wrong"]
+    assert verdicts(entry)[0][1] is False
+
+
+def test_a_long_collection_error_is_cut_to_its_last_600_characters(tmp_path):
+    text = "a" * 50 + "b" * 700
+    entry = Gate([ScriptedSandbox(tmp_path)], baseline=None).check(
+        f"raise ImportError({text!r})\n\ndef test_a():\n    pass\n", MUT)
+    assert entry.file_reason == "fails-on-clean"
+    assert entry.message == "collection error: " + "b" * 600
+
+
+@pytest.mark.parametrize("returncode,finished", [(0, False), (1, False), (5, False), (2, True)])
+def test_an_ordinary_end_with_no_test_collected_is_not_an_interruption(tmp_path, returncode,
+                                                                      finished):
+    def end(report, call):
+        report.returncode, report.finished = returncode, finished
+
+    entry = Gate([ScriptedSandbox(tmp_path, after=end)], baseline=None).check("from pkg.mod import f\n", MUT)
+    assert (entry.file_reason, entry.stage, entry.message) == \
+        ("no-test-collected", "collect", "pytest collected no test function from this file")
+
+
+def test_writes_at_import_time_are_named_from_the_sandbox_check_first_then_the_audit(tmp_path):
+    def both(report, call):
+        report.sources_changed = ["tree/pkg/mod.py"]
+        report.audit = [{"kind": "write", "path": "/w"}]
+
+    entry = Gate([ScriptedSandbox(tmp_path, after=both)], baseline=None).check("from pkg.mod import f\n", MUT)
+    assert (entry.file_reason, entry.message) == (
+        "tampering", "wrote outside its scratch directory at import time: tree/pkg/mod.py")
+
+    def audit(report, call):
+        report.audit = [{"kind": "read-source", "path": "/r"}] + \
+            [{"kind": "write", "path": f"/w{i}"} for i in range(7)]
+
+    entry = Gate([ScriptedSandbox(tmp_path / "2", after=audit)], baseline=None).check(
+        "from pkg.mod import f\n", MUT)
+    assert (entry.file_reason, entry.message) == (
+        "tampering", "wrote outside its scratch directory at import time: /w0, /w1, /w2, /w3, /w4")
+
+
+def test_what_its_tests_do_does_not_reject_the_file_and_import_time_names_five(tmp_path):
+    inside = [{"kind": "read-source", "path": "/in-a-test", "nodeid": "x::test_kill"}]
+    entry = Gate([ScriptedSandbox(tmp_path, after=lambda r, c: setattr(r, "audit", inside))],
+                 baseline=None).check(CANDIDATE, MUT)
+    assert entry.unit == "test" and entry.file_reason is None
+    many = [{"kind": "read-source", "path": f"/r{i}"} for i in range(7)]
+    entry = Gate([ScriptedSandbox(tmp_path / "2", after=lambda r, c: setattr(r, "audit", many))],
+                 baseline=None).check(CANDIDATE, MUT)
+    assert entry.message == "at import time the test file read /r0, /r1, /r2, /r3, /r4"

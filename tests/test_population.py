@@ -344,3 +344,9 @@ def test_a_manifest_with_two_mutants_of_one_id_is_refused_by_check():
     m["held_out"]["ids"] = ["h1", "h2", "h2"]
     with pytest.raises(InvariantError, match="share an id"):
         P.from_manifest(m, "m", SOURCES)
+
+
+def test_a_mutate_run_that_gives_one_mutant_twice_is_refused():
+    recs = [record("a", "survived", True), record("a", "killed", True)]
+    with pytest.raises(InvariantError, match="proj: two mutants of the population share an id"):
+        P.from_records("proj", recs, "mutate fp", {})

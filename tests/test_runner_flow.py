@@ -193,3 +193,55 @@ def test_the_mutated_text_is_what_the_run_sees(tmp_path):
         seen.append((sb.tree / "pkg/mod.py").read_bytes()) or (rep(0, [PASS]), None))
     runner.run_mutant(sb, Baseline(), MUT, ["t.py::a"])
     assert seen == [apply(MODULE, MUT)]
+
+
+def test_an_odd_end_of_the_whole_suite_after_missing_tests_is_checked_on_the_whole_suite(tmp_path):
+    out, calls = go(tmp_path, [rep(0, [PASS], missing=["t.py::a"]), rep(3, [], finished=False),
+                               rep(0, [PASS])])
+    assert (out.verdict, out.killed_by.kind, out.selection) == ("killed", "crash", "full")
+    assert calls == [(MUTATED, ["t.py::a"]), (MUTATED, None), (CLEAN, None)]
+
+
+def test_an_odd_end_names_its_exit_code_even_zero_or_none(tmp_path):
+    out, _ = go(tmp_path / "a", [rep(0, [], finished=False), rep(0, [PASS])])
+    assert out.detail == "pytest exit 0 under the mutant; the same tests pass on clean code"
+    out, _ = go(tmp_path / "b", [rep(None, [], finished=False), rep(0, [PASS])])
+    assert out.detail == "pytest exit None under the mutant; the same tests pass on clean code"
+
+
+def test_an_odd_end_shared_with_clean_code_keeps_the_last_300_characters_of_stderr(tmp_path):
+    tail = "x" * 10 + "y" * 300
+    out, _ = go(tmp_path, [rep(-9, [], finished=False, stderr_tail=tail), rep(1, [FAIL])])
+    assert out.detail.endswith("(clean exit 1): " + "y" * 300)
+
+
+class Warm:
+    def __init__(self, report):
+        self.report, self.asked = report, []
+
+    def run(self, mutant, tests, timeout):
+        self.asked.append((mutant, tests))
+        return self.report
+
+
+def test_the_clean_confirmation_of_a_kill_runs_the_way_the_kill_was_seen(tmp_path):
+    sb = Sandbox(tmp_path, [])
+    sb.warm = Warm(rep(0, [PASS]))
+    ok, report = runner._clean_passes(sb, Baseline(), ["t.py::a"], runner.RunSettings())
+    assert ok and report is sb.warm.report
+    assert sb.warm.asked == [(None, ["t.py::a"])] and sb.calls == []
+
+
+class Clock:
+    def __init__(self, first, later):
+        self.readings = [first]
+        self.later = later
+
+    def monotonic(self):
+        return self.readings.pop() if self.readings else self.later
+
+
+def test_a_clean_run_records_its_duration_to_the_millisecond(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "time", Clock(50.0, 50.12345678))
+    out = runner.run_clean(Sandbox(tmp_path, [rep(0, [PASS])]), Baseline(), ["t.py::a"])
+    assert out.duration_s == 0.123

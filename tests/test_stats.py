@@ -239,6 +239,13 @@ def test_estimate_survives_pickle_and_copy():
         assert (clone.method, clone.resamples_used) == (result.method, result.resamples_used)
 
 
+def test_estimate_repr_shows_how_the_interval_was_made():
+    from killbench.stats import Estimate
+
+    e = Estimate(0.5, 0.25, 0.75, "cluster-bootstrap", 990)
+    assert repr(e) == "Estimate(0.5, 0.25, 0.75, method='cluster-bootstrap', resamples_used=990)"
+
+
 # ---------------------------------------------------------------- paired difference
 
 
