@@ -437,8 +437,8 @@ class Gate:
             phases[CLEAN] = run = phase_record(CLEAN, report, tampered)
             entry.phases.append(run)
             stem = rel
-            collected = sorted({n for n in run.tests if n.split("::", 1)[0] == stem}
-                               | {n for n in report.begun if n.split("::", 1)[0] == stem})
+            # run.tests holds every test that began, reported or not (outcomes)
+            collected = sorted(n for n in run.tests if n.split("::", 1)[0] == stem)
             if run.collect_errors:
                 return _file_reject(entry, "fails-on-clean", CLEAN, "collection error: "
                                     + run.collect_errors[0][-600:])

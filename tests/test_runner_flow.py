@@ -245,3 +245,9 @@ def test_a_clean_run_records_its_duration_to_the_millisecond(tmp_path, monkeypat
     monkeypatch.setattr(runner, "time", Clock(50.0, 50.12345678))
     out = runner.run_clean(Sandbox(tmp_path, [rep(0, [PASS])]), Baseline(), ["t.py::a"])
     assert out.duration_s == 0.123
+
+
+def test_a_mutant_run_records_its_duration_to_the_millisecond(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "time", Clock(50.0, 50.12345678))
+    out, _ = go(tmp_path, [rep(0, [PASS])])
+    assert out.duration_s == 0.123
