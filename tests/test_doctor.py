@@ -185,7 +185,10 @@ def test_stale_check_fails_when_the_template_serves_the_clean_bytecode(fixture_t
 
     from killbench.harness import workdir_for
 
+    patched = []
+
     def patch(target):
+        patched.append(target)
         sb = Sandbox(target, workdir_for(target) / "sandboxes" / "doctor")
         args = []
         for sf in target.sources:
@@ -197,22 +200,21 @@ def test_stale_check_fails_when_the_template_serves_the_clean_bytecode(fixture_t
     try:
         checks = _doctor(fixture_target, patch=patch)
     finally:
-        _drop_served_bytecode(fixture_target)
+        for target in patched:
+            _drop_served_bytecode(target)
     c = checks["no stale bytecode"]
     assert not c.ok
     assert c.observed.split(" -> ")[0::2] == ["survived", "survived"], c.observed
     assert not checks["canary is killed"].ok
 
 
-def _drop_served_bytecode(fixture_target):
+def _drop_served_bytecode(target):
     """The template is shared by every run on this environment: take the planted files out."""
     import subprocess
     from pathlib import Path
 
     from killbench.harness import workdir_for
-    from killbench.targets import prepare
 
-    target = prepare(load_local(fixture_target("basic")))
     sb = Sandbox(target, workdir_for(target) / "sandboxes" / "doctor")
     for sf in target.sources:
         for served in sb.copies(sf.path):
