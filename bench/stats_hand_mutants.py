@@ -11,7 +11,7 @@ M = [
  ("killbench/stats.py", "rest = max(0.0, 1.0 - (a_only + b_only) / n)", "rest = max(0.0, 1.0 - (a_only - b_only) / n)", 1),
  ("killbench/stats.py", '    _check_resamples(resamples)\n    _check_confidence(confidence)\n    va', '    _check_confidence(confidence)\n    va', 1),
  ("killbench/stats.py", '    _check_resamples(resamples)\n    _check_confidence(confidence)\n    va', '    _check_resamples(resamples)\n    va', 1),
- ("killbench/stats.py", "wilson_low < low or wilson_high > high", "wilson_low < low and wilson_high > high", 1),
+ ("killbench/stats.py", "if floor and (below or above):", "if floor and (below and above):", 1),
  ("killbench/stats.py", '        _check_count(f"n of cluster {i}", n)\n', '', 1),
  ("killbench/stats.py", '        _check_count(f"k of cluster {i}", k)\n', '', 1),
  ("killbench/stats.py", '    _check_count("b", b)\n', '', 1),

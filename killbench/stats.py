@@ -412,7 +412,7 @@ def paired_bootstrap_difference(
     b_only = int((d == -1).sum())
     # numpy's multinomial takes the last category as the remainder and only range-checks
     # the value given for it, so no change to it can change a draw
-    rest = max(0.0, 1.0 - (a_only + b_only) / n)  # pragma: no mutate
+    rest = max(0.0, 1.0 - (a_only + b_only) / n)  # pragma: no mutate (numpy ignores it in range)
     draws = rng.multinomial(n, [a_only / n, b_only / n, rest], size=resamples)
     low, high = _percentiles((draws[:, 0] - draws[:, 1]) / n, confidence)
     return Estimate(diff, low, high, method, resamples)
