@@ -545,11 +545,15 @@ def _generate(rd, config, name, generator, target, baseline, pop, tasks, texts, 
     deadline = started + max(0.0, budgets.seconds - prior)
     ctx.deadline = deadline
 
+    ended: list[float] = []  # when generation ended: the gating that goes on is not generation
+
     def status() -> str:
         tokens = f", {t_budget.spent:,} of {t_budget.limit:,} tokens" if t_budget is not None else ""
-        left = max(0.0, deadline - time.monotonic())
-        return f"{tokens}, {prior + time.monotonic() - started:.0f} s of generation, " \
-               f"at most {left:.0f} s left"
+        now = ended[0] if ended else time.monotonic()
+        if ended:
+            return f"{tokens}, {prior + now - started:.0f} s of generation (ended; gating)"
+        left = max(0.0, deadline - now)
+        return f"{tokens}, {prior + now - started:.0f} s of generation, at most {left:.0f} s left"
 
     evals.status = status
     worker = threading.Thread(target=produce, name=f"generate-{name}", daemon=True)
@@ -611,7 +615,8 @@ def _generate(rd, config, name, generator, target, baseline, pop, tasks, texts, 
             rd.append("journal.jsonl", {"kind": "progress", "target": name,
                                         "elapsed_s": round(prior + time.monotonic() - started, 3)})
             futures.append(pool.submit(_gate_submission, evals, cand.source, cand.task))
-        elapsed = prior + time.monotonic() - started
+        ended.append(time.monotonic())
+        elapsed = prior + ended[0] - started
         worker.join(GRACE_S if stop.is_set() else None)
         for f in futures:
             try:
