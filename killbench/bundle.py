@@ -232,18 +232,58 @@ def population_content(records) -> list[str]:
 
 
 def _tokens_from_transcript(root: Path) -> dict[str, tuple[int, int]]:
-    """Per target of the run: tokens in and out that the transcript's calls record, by the
-    budget snapshot of each target's last call (what the summary must say)."""
+    """Tokens in and out that the transcript's calls record, as the summaries must say them
+    (key ``"*"``: the run's total).
+
+    A resumed target starts again from its first call, and its budget is charged again by
+    the replies its own transcript serves back (models/cache.py, TranscriptCache); so what a
+    summary says is the sum over the calls of the target's last start (the journal's
+    ``target-start`` lines, in time order: targets run one after another). A call of an
+    earlier start that the last start did not ask again was paid for all the same and is
+    counted too, so a resume can never hide tokens."""
+    from collections import Counter
+    from datetime import datetime
+
     from .models import Transcript
 
     path = root / "transcript.jsonl"
     if not path.exists():
         return {}
-    totals = [0, 0]
+    starts: list[tuple[datetime, str, int]] = []
+    journal = root / "journal.jsonl"
+    if journal.exists():
+        for line in journal.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line) if line.strip() else {}
+            if entry.get("kind") == "target-start":
+                starts.append((datetime.fromisoformat(entry["at"]), entry["target"], len(starts)))
+    starts.sort()
+    last = {target: index for _, target, index in starts}  # each target's last start
+    segments: dict[int | None, list[dict]] = {}
     for line in Transcript.read(path):
-        if line.get("kind") == "call" and line.get("usage"):
-            totals[0] += line["usage"].get("input_tokens") or 0
-            totals[1] += line["usage"].get("output_tokens") or 0
+        if line.get("kind") != "call" or not line.get("usage"):
+            continue
+        at = datetime.fromisoformat(line["timestamp"]) if line.get("timestamp") else None
+        begun = [s for s in starts if at is not None and s[0] <= at]
+        segments.setdefault(begun[-1][2] if begun else None, []).append(line)
+    final = set(last.values())
+    counted = [c for index, calls in segments.items() if index is None or index in final
+               for c in calls]
+    target_of = {index: target for _, target, index in starts}
+    again = {t: Counter(c.get("request_hash") for c in segments.get(i, [])
+                        if c.get("source") != "api") for t, i in last.items()}
+    for index in sorted(i for i in segments if i is not None and i not in final):
+        # an earlier start's model call: served again to its target's last start (from the
+        # transcript), or counted here; its other lines cost nothing or were asked again
+        served = again[target_of[index]]
+        for c in segments[index]:
+            if c.get("source") != "api":
+                continue
+            if served[c.get("request_hash")] > 0:
+                served[c.get("request_hash")] -= 1
+            else:
+                counted.append(c)
+    totals = [sum(c["usage"].get("input_tokens") or 0 for c in counted),
+              sum(c["usage"].get("output_tokens") or 0 for c in counted)]
     return {"*": (totals[0], totals[1])}
 
 

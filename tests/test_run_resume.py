@@ -99,6 +99,11 @@ def test_killed_and_resumed_run_scores_as_an_uninterrupted_one(fixture_target, k
     assert kills >= 2, "the run ended before it could be interrupted"
     assert _score(out) == expected
     assert calls == expected_calls, f"{calls - expected_calls} answered model calls were made again"
+    # what verify holds the summary to: the replies served again by the transcript are not
+    # counted twice (a resumed 1.5B run's bundle once failed verify on exactly this)
+    from killbench.bundle import _tokens_from_transcript
+
+    assert _tokens_from_transcript(out)["*"] == expected["tokens"]
     # nothing counted twice: each (file, task) gated once, each attempt submitted once
     gate = [json.loads(x) for x in (out / "evidence" / "gate.jsonl").read_text().splitlines()]
     assert len(gate) == len({(g["candidate"], g["task"]) for g in gate})
