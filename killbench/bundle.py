@@ -37,7 +37,7 @@ from . import __version__
 from .config import resolve
 from .errors import KillbenchError, UserError
 from .evidence import KillMatrix, Population, load
-from .gate import Gate, candidate_id
+from .gate import HASHSEED, Gate, candidate_id
 from .harness import default_jobs, load_or_run_baseline, workdir_for
 from .manifests import current_digest
 from .population import freeze, mutant
@@ -389,8 +389,8 @@ def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress,
 
     def one(key):
         cid, task = key
-        src = records.candidate(cid)
-        return key, gate.check(src, mutants.get(task) if task else None, target=name)
+        return key, regate_entry(gate, entries[key], records.candidate(cid),
+                                 mutants.get(task) if task else None, seed)
 
     with ThreadPoolExecutor(max_workers=jobs) as ex:
         for i, (key, fresh) in enumerate(ex.map(one, picked), 1):
@@ -402,13 +402,56 @@ def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress,
                 problems.append(f"{label}: bundle says file {old.file_reason or 'judged test by test'}"
                                 f", re-gated {fresh.file_reason or 'judged test by test'}")
                 continue
-            a = {t.nodeid: (t.kept, t.reason) for t in old.tests}
-            b = {t.nodeid: (t.kept, t.reason) for t in fresh.tests}
-            for nodeid in sorted(set(a) | set(b)):
-                if a.get(nodeid) != b.get(nodeid):
-                    problems.append(f"{label} {nodeid.split('::', 1)[-1]}: bundle says "
-                                    f"{_verdict(a.get(nodeid))}, re-gated {_verdict(b.get(nodeid))}")
+            a = _verdicts(old)
+            b = _verdicts(fresh)
+            for nodeid in _differing(old, fresh):
+                problems.append(f"{label} {nodeid.split('::', 1)[-1]}: bundle says "
+                                f"{_verdict(a.get(nodeid))}, re-gated {_verdict(b.get(nodeid))}")
     return problems
+
+
+def regate_entry(gate: Gate, old, source: str, task_mutant, seed: int):
+    """The gate's entry for a bundle's candidate, re-executed here.
+
+    The hash seed is drawn afresh, as in the run: a kept test that fails under it is flaky.
+    Where the bundle says `flaky` at the hash-seed phase and this draw did not reproduce it,
+    the seed the run recorded is replayed (a claim that can only lose the submitter kept
+    tests); a bundle from before seeds were recorded gets a fixed series of seeds instead."""
+    fresh = gate.check(source, task_mutant, target=old.target)
+    if not _flaky_by_hashseed(old, _differing(old, fresh)):
+        return fresh
+    recorded = next((p.hashseed for p in old.phases if p.phase == HASHSEED and p.hashseed), None)
+    tries = [recorded] if recorded else [
+        str(random.Random(f"{seed}:hashseed:{old.candidate}:{k}").randint(1, 2**32 - 1))
+        for k in range(LEGACY_HASHSEED_TRIES)]
+    for s in tries:
+        again = gate.check(source, task_mutant, target=old.target, hashseeds={HASHSEED: s})
+        if not _differing(old, again):
+            return again
+    return fresh
+
+
+# how many seeded hash seeds verify tries for a bundle that did not record its own
+LEGACY_HASHSEED_TRIES = 16
+
+
+def _verdicts(entry) -> dict[str, tuple[bool, str | None]]:
+    return {t.nodeid: (t.kept, t.reason) for t in entry.tests}
+
+
+def _differing(old, fresh) -> list[str]:
+    """The node ids whose verdict differs (every one, when the file's own verdict does)."""
+    if old.file_reason != fresh.file_reason:
+        return sorted({t.nodeid for t in old.tests} | {t.nodeid for t in fresh.tests}) or [""]
+    a, b = _verdicts(old), _verdicts(fresh)
+    return [n for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
+
+
+def _flaky_by_hashseed(old, differing: list[str]) -> bool:
+    """Every difference is a test the bundle rejected as flaky at the hash-seed phase."""
+    said = {t.nodeid: t for t in old.tests}
+    return bool(differing) and all(
+        n in said and said[n].reason == "flaky" and said[n].stage == HASHSEED for n in differing)
 
 
 def _sealed_ids(name: str, active: bool = False) -> set[str]:

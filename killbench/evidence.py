@@ -70,6 +70,9 @@ class PhaseRun(Record):
     audit: list[AuditEvent] = Field(default_factory=list)
     tampered: list[str] = Field(default_factory=list)
     log_problems: list[str] = Field(default_factory=list)
+    # the PYTHONHASHSEED it ran under: drawn at random for clean-hashseed (the test cannot
+    # know it beforehand) and recorded so that verify replays the same seed
+    hashseed: str | None = None
 
 
 class TestVerdict(Record):

@@ -175,7 +175,7 @@ def _error_file(error: dict) -> str:
 
 
 def phase_record(phase: str, report: RunReport, tampered: list[str],
-                 expected: list[str] = ()) -> PhaseRun:
+                 expected: list[str] = (), hashseed: str | None = None) -> PhaseRun:
     return PhaseRun(
         phase=phase, argv=list(report.argv), isolation=report.isolation, duration_s=round(report.wall_s, 4),
         cpu_s=round(report.cpu_s, 4), max_rss_kb=report.max_rss_kb, returncode=report.returncode,
@@ -186,7 +186,7 @@ def phase_record(phase: str, report: RunReport, tampered: list[str],
         tests=outcomes(report, expected),
         audit=[AuditEvent(kind=a["kind"], path=a["path"], nodeid=a.get("nodeid"))
                for a in report.audit],
-        tampered=list(tampered), log_problems=list(report.log_problems))
+        tampered=list(tampered), log_problems=list(report.log_problems), hashseed=hashseed)
 
 
 def _resource(o: TestOutcome) -> bool:
@@ -374,7 +374,8 @@ class Gate:
             return random.Random(self._rng.getrandbits(64))
 
     def check(self, source, mutant: Mutant | None, *, target: str = "",
-              asked_by: str = "harness") -> GateEntry:
+              asked_by: str = "harness", hashseeds: dict[str, str] | None = None) -> GateEntry:
+        """`hashseeds` replays the hash seed a phase ran under (verify); otherwise drawn."""
         started = time.monotonic()
         cid = candidate_id(source) if isinstance(source, str) else "0" * 16
         entry = GateEntry(target=target, candidate=cid, task=mutant.id if mutant else None,
@@ -400,7 +401,7 @@ class Gate:
                                 "module level: " + "; ".join(hits[None]), started)
         sb = self._take()
         try:
-            self._run(sb, source, entry, mutant, hits)
+            self._run(sb, source, entry, mutant, hits, hashseeds or {})
         finally:
             self._give(sb)
         entry.wall_s = round(time.monotonic() - started, 3)
@@ -416,8 +417,8 @@ class Gate:
         sb.add_file(path, source_bytes(source))
         return path.relative_to(sb.tree).as_posix()
 
-    def _pytest(self, sb: Sandbox, rel: str, phase: str, select: list[str] | None) -> tuple[RunReport, list[str]]:
-        hashseed = str(self._fork_rng().randint(1, 2**32 - 1)) if phase == HASHSEED else "0"
+    def _pytest(self, sb: Sandbox, rel: str, phase: str, select: list[str] | None,
+                hashseed: str) -> tuple[RunReport, list[str]]:
         order = "reverse" if phase == ORDER else None
         report, _ = sb.run_pytest([rel], select=select, exclude=[], timeout=self.timeout,
                                   limits=self.limits, hashseed=hashseed, order=order,
@@ -428,13 +429,19 @@ class Gate:
             changed += [f"the target's module {k} was {v}, outside the sandbox" for k, v in outside.items()]
         return report, changed
 
+    def _hashseed(self, phase: str, hashseeds: dict[str, str]) -> str:
+        if phase != HASHSEED:
+            return "0"
+        drawn = str(self._fork_rng().randint(1, 2**32 - 1))
+        return hashseeds.get(phase, drawn)
+
     def _run(self, sb: Sandbox, source: str, entry: GateEntry, mutant: Mutant | None,
-             hits: dict[str | None, list[str]]) -> None:
+             hits: dict[str | None, list[str]], hashseeds: dict[str, str]) -> None:
         rel = self._place(sb, source, entry.candidate)
         try:
             phases: dict[str, PhaseRun] = {}
-            report, tampered = self._pytest(sb, rel, CLEAN, None)
-            phases[CLEAN] = run = phase_record(CLEAN, report, tampered)
+            report, tampered = self._pytest(sb, rel, CLEAN, None, "0")
+            phases[CLEAN] = run = phase_record(CLEAN, report, tampered, hashseed="0")
             entry.phases.append(run)
             stem = rel
             # run.tests holds every test that began, reported or not (outcomes)
@@ -469,18 +476,19 @@ class Gate:
                 original = (sb.target.tree / mutant.path).read_bytes() if mutant else None
                 for phase in todo:
                     content = self._content(phase, original, mutant, rng)
+                    hashseed = self._hashseed(phase, hashseeds)
                     if content is not None:
                         sb.write(mutant.path, content)
                     try:
                         if phase == ORDER:
                             with sb.moved():
-                                report, tampered = self._pytest(sb, rel, phase, alive)
+                                report, tampered = self._pytest(sb, rel, phase, alive, hashseed)
                         else:
-                            report, tampered = self._pytest(sb, rel, phase, alive)
+                            report, tampered = self._pytest(sb, rel, phase, alive, hashseed)
                     finally:
                         if content is not None:
                             sb.restore()
-                    phases[phase] = phase_record(phase, report, tampered, alive)
+                    phases[phase] = phase_record(phase, report, tampered, alive, hashseed)
                     entry.phases.append(phases[phase])
             entry.tests = decide(collected, phases, mutant is not None, scan)
             entry.stage = MUTANT_DISGUISED if mutant is not None and alive else CLEAN

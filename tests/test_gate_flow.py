@@ -175,6 +175,8 @@ def test_a_task_runs_clean_then_the_five_other_phases_in_a_drawn_order(tmp_path)
         assert by_phase[phase]["select"] == alive
     assert {p: c["hashseed"] for p, c in by_phase.items()} == {p: seed if p == HASHSEED else "0"
                                                                for p in TASK_PHASES}
+    # each phase records the seed it ran under (verify replays the drawn one)
+    assert {p.phase: p.hashseed for p in entry.phases} == {p: c["hashseed"] for p, c in by_phase.items()}
     assert {p: (c["order"], c["moved"]) for p, c in by_phase.items() if c["order"] or c["moved"]} == \
         {ORDER: ("reverse", True)}
     # the module each phase saw
@@ -248,6 +250,20 @@ def test_kill():
                                ("test_kill", True, None, MUTANT_DISGUISED),
                                ("test_second", False, "flaky", ORDER),
                                ("test_seed", False, "flaky", HASHSEED)]
+
+
+def test_a_replayed_hash_seed_is_used_and_recorded_and_the_draws_stay_the_same(tmp_path):
+    src = "def test_seed():\n    assert HASHSEED != \"77\"\n"
+    drawn_sb, replay_sb = ScriptedSandbox(tmp_path / "a"), ScriptedSandbox(tmp_path / "b")
+    drawn = Gate([drawn_sb], baseline=None, rng=random.Random(9)).check(src, MUT)
+    replayed = Gate([replay_sb], baseline=None, rng=random.Random(9)).check(src, MUT, hashseeds={HASHSEED: "77"})
+    assert verdicts(drawn) == [("test_seed", False, "did-not-detect", MUTANT)]
+    assert verdicts(replayed) == [("test_seed", False, "flaky", HASHSEED)]
+    assert {p.phase: p.hashseed for p in replayed.phases}[HASHSEED] == "77"
+    # the replay consumes the same draw: every other phase ran in the same order on the same text
+    assert [p.phase for p in replayed.phases][:len(replayed.phases)] == \
+        [p.phase for p in drawn.phases][:len(replayed.phases)]
+    assert [c["module"] for c in replay_sb.calls] == [c["module"] for c in drawn_sb.calls][:len(replay_sb.calls)]
 
 
 def test_a_file_that_fails_to_import_is_rejected_after_one_run(tmp_path):
@@ -600,3 +616,54 @@ def test_what_its_tests_do_does_not_reject_the_file_and_import_time_names_five(t
     entry = Gate([ScriptedSandbox(tmp_path / "2", after=lambda r, c: setattr(r, "audit", many))],
                  baseline=None).check(CANDIDATE, MUT)
     assert entry.message == "at import time the test file read /r0, /r1, /r2, /r3, /r4"
+
+
+def _strip_seeds(entry):
+    return entry.model_copy(update={"phases": [p.model_copy(update={"hashseed": None})
+                                                for p in entry.phases]})
+
+
+def test_verify_replays_the_recorded_seed_of_a_flaky_verdict_and_no_other(tmp_path):
+    from killbench.bundle import _differing, regate_entry
+
+    # fails under one seed only: a fresh draw passes it, the recorded seed reproduces the run
+    src = "def test_seed():\n    assert HASHSEED != \"77\"\n"
+    old = Gate([ScriptedSandbox(tmp_path / "run")], baseline=None).check(src, MUT, target="pkg",
+                                                                          hashseeds={HASHSEED: "77"})
+    assert verdicts(old) == [("test_seed", False, "flaky", HASHSEED)]
+    verify_gate = Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None)
+    assert _differing(old, verify_gate.check(src, MUT, target="pkg")) == [
+        f"tests/test_killbench_{gate.candidate_id(src)}.py::test_seed"]
+    assert _differing(old, regate_entry(verify_gate, old, src, MUT, seed=0)) == []
+    # without the recorded seed (an older bundle), 16 seeded draws do not hit "77": it stays a difference
+    assert _differing(_strip_seeds(old), regate_entry(verify_gate, _strip_seeds(old), src, MUT, 0)) != []
+
+
+def test_an_older_bundle_s_flaky_verdict_is_confirmed_by_a_seeded_series_of_seeds(tmp_path):
+    from killbench.bundle import _differing, regate_entry
+
+    # fails under about half of all seeds, like a test that asserts a set's order
+    src = "def test_order():\n    assert int(HASHSEED) % 2 == 0 or HASHSEED == \"0\"\n"
+    verify_gate = Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None, rng=random.Random(2))
+    old = None
+    for s in ("3", "5", "7"):
+        old = Gate([ScriptedSandbox(tmp_path / s)], baseline=None).check(src, MUT, target="pkg",
+                                                                          hashseeds={HASHSEED: s})
+        assert verdicts(old) == [("test_order", False, "flaky", HASHSEED)]
+    # this gate's own draw passes the test (so the series is what confirms the verdict)
+    same_draw = Gate([ScriptedSandbox(tmp_path / "draw")], baseline=None, rng=random.Random(2))
+    assert _differing(old, same_draw.check(src, MUT, target="pkg")) != []
+    assert _differing(old, regate_entry(verify_gate, _strip_seeds(old), src, MUT, seed=0)) == []
+
+
+def test_a_kept_verdict_is_checked_under_a_fresh_seed_never_the_recorded_one(tmp_path):
+    from killbench.bundle import _differing, regate_entry
+
+    # a forged bundle: a seed-dependent test said kept under the one seed it passes with
+    src = "from pkg.mod import f\n\ndef test_kill():\n    assert HASHSEED in (\"0\", \"77\") and f(1) == 2\n"
+    old = Gate([ScriptedSandbox(tmp_path / "run")], baseline=None).check(src, MUT, target="pkg",
+                                                                          hashseeds={HASHSEED: "77"})
+    assert verdicts(old) == [("test_kill", True, None, MUTANT_DISGUISED)]
+    fresh = regate_entry(Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None), old, src, MUT, 0)
+    assert verdicts(fresh) == [("test_kill", False, "flaky", HASHSEED)]
+    assert _differing(old, fresh) == [f"tests/test_killbench_{gate.candidate_id(src)}.py::test_kill"]
