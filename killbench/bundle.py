@@ -37,7 +37,7 @@ from . import __version__
 from .config import resolve
 from .errors import KillbenchError, UserError
 from .evidence import KillMatrix, Population, load
-from .gate import HASHSEED, Gate, candidate_id
+from .gate import HASHSEED, MUTANT_DISGUISED, NEUTRAL, Gate, candidate_id
 from .harness import default_jobs, load_or_run_baseline, workdir_for
 from .manifests import current_digest
 from .population import freeze, mutant
@@ -413,26 +413,49 @@ def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress,
 def regate_entry(gate: Gate, old, source: str, task_mutant, seed: int):
     """The gate's entry for a bundle's candidate, re-executed here.
 
-    The hash seed is drawn afresh, as in the run: a kept test that fails under it is flaky.
-    Where the bundle says `flaky` at the hash-seed phase and this draw did not reproduce it,
-    the seed the run recorded is replayed (a claim that can only lose the submitter kept
-    tests); a bundle from before seeds were recorded gets a fixed series of seeds instead."""
+    Every draw is fresh, as in the run: a kept test that fails under this gate's hash seed or
+    disguises is reported. Where every difference is a test the bundle says was rejected, the
+    draws the run recorded (hash seed, disguise seeds) are replayed to confirm it: a claim that
+    can only lose the submitter kept tests. For draws a bundle did not record (one from before
+    they were), a fixed series of seeded draws is tried instead."""
     fresh = gate.check(source, task_mutant, target=old.target)
-    if not _flaky_by_hashseed(old, _differing(old, fresh)):
+    if not _rejections_only(old, _differing(old, fresh)):
         return fresh
-    recorded = next((p.hashseed for p in old.phases if p.phase == HASHSEED and p.hashseed), None)
-    tries = [recorded] if recorded else [
-        str(random.Random(f"{seed}:hashseed:{old.candidate}:{k}").randint(1, 2**32 - 1))
-        for k in range(LEGACY_HASHSEED_TRIES)]
-    for s in tries:
-        again = gate.check(source, task_mutant, target=old.target, hashseeds={HASHSEED: s})
+    for hashseeds, disguise_seeds in _replays(old, seed):
+        again = gate.check(source, task_mutant, target=old.target, hashseeds=hashseeds,
+                           disguise_seeds=disguise_seeds)
         if not _differing(old, again):
             return again
     return fresh
 
 
-# how many seeded hash seeds verify tries for a bundle that did not record its own
-LEGACY_HASHSEED_TRIES = 16
+# how many seeded draws verify tries for a bundle that did not record its own
+LEGACY_DRAW_TRIES = 16
+
+
+def _replays(old, seed: int):
+    """The run's recorded draws; a series of LEGACY_DRAW_TRIES where one is missing."""
+    ran = {p.phase: p for p in old.phases}
+
+    def recorded(phase: str) -> str | None:
+        p = ran.get(phase)
+        return p and (p.hashseed if phase == HASHSEED else p.disguise_seed)
+
+    def draw(phase: str, k: int) -> str:
+        if recorded(phase):
+            return recorded(phase)
+        if phase == HASHSEED:
+            return str(random.Random(f"{seed}:hashseed:{old.candidate}:{k}").randint(1, 2**32 - 1))
+        return str(random.Random(f"{seed}:{phase}:{old.candidate}:{k}").getrandbits(64))
+
+    missing = any(phase in ran and not recorded(phase) for phase in DRAWN_PHASES)
+    for k in range(LEGACY_DRAW_TRIES if missing else 1):
+        yield ({HASHSEED: draw(HASHSEED, k)},
+               {phase: draw(phase, k) for phase in DRAWN_PHASES if phase != HASHSEED})
+
+
+# the phases whose conditions are drawn at random in each check
+DRAWN_PHASES = (HASHSEED, NEUTRAL, MUTANT_DISGUISED)
 
 
 def _verdicts(entry) -> dict[str, tuple[bool, str | None]]:
@@ -447,11 +470,10 @@ def _differing(old, fresh) -> list[str]:
     return [n for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
 
 
-def _flaky_by_hashseed(old, differing: list[str]) -> bool:
-    """Every difference is a test the bundle rejected as flaky at the hash-seed phase."""
+def _rejections_only(old, differing: list[str]) -> bool:
+    """Every difference is a test the bundle says the gate rejected."""
     said = {t.nodeid: t for t in old.tests}
-    return bool(differing) and all(
-        n in said and said[n].reason == "flaky" and said[n].stage == HASHSEED for n in differing)
+    return bool(differing) and all(n in said and not said[n].kept for n in differing)
 
 
 def _sealed_ids(name: str, active: bool = False) -> set[str]:

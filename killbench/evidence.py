@@ -73,6 +73,9 @@ class PhaseRun(Record):
     # the PYTHONHASHSEED it ran under: drawn at random for clean-hashseed (the test cannot
     # know it beforehand) and recorded so that verify replays the same seed
     hashseed: str | None = None
+    # the seed of the disguise the module was rewritten with (neutral, mutant-disguised):
+    # drawn at random like the hash seed, recorded for the same reason
+    disguise_seed: str | None = None
 
 
 class TestVerdict(Record):

@@ -175,7 +175,8 @@ def _error_file(error: dict) -> str:
 
 
 def phase_record(phase: str, report: RunReport, tampered: list[str],
-                 expected: list[str] = (), hashseed: str | None = None) -> PhaseRun:
+                 expected: list[str] = (), hashseed: str | None = None,
+                 disguise_seed: str | None = None) -> PhaseRun:
     return PhaseRun(
         phase=phase, argv=list(report.argv), isolation=report.isolation, duration_s=round(report.wall_s, 4),
         cpu_s=round(report.cpu_s, 4), max_rss_kb=report.max_rss_kb, returncode=report.returncode,
@@ -186,7 +187,8 @@ def phase_record(phase: str, report: RunReport, tampered: list[str],
         tests=outcomes(report, expected),
         audit=[AuditEvent(kind=a["kind"], path=a["path"], nodeid=a.get("nodeid"))
                for a in report.audit],
-        tampered=list(tampered), log_problems=list(report.log_problems), hashseed=hashseed)
+        tampered=list(tampered), log_problems=list(report.log_problems), hashseed=hashseed,
+        disguise_seed=disguise_seed)
 
 
 def _resource(o: TestOutcome) -> bool:
@@ -374,8 +376,10 @@ class Gate:
             return random.Random(self._rng.getrandbits(64))
 
     def check(self, source, mutant: Mutant | None, *, target: str = "",
-              asked_by: str = "harness", hashseeds: dict[str, str] | None = None) -> GateEntry:
-        """`hashseeds` replays the hash seed a phase ran under (verify); otherwise drawn."""
+              asked_by: str = "harness", hashseeds: dict[str, str] | None = None,
+              disguise_seeds: dict[str, str] | None = None) -> GateEntry:
+        """`hashseeds` and `disguise_seeds` replay the draws a phase ran under (verify); by
+        default every draw is fresh. A replay consumes the same draws as a fresh check."""
         started = time.monotonic()
         cid = candidate_id(source) if isinstance(source, str) else "0" * 16
         entry = GateEntry(target=target, candidate=cid, task=mutant.id if mutant else None,
@@ -401,7 +405,7 @@ class Gate:
                                 "module level: " + "; ".join(hits[None]), started)
         sb = self._take()
         try:
-            self._run(sb, source, entry, mutant, hits, hashseeds or {})
+            self._run(sb, source, entry, mutant, hits, hashseeds or {}, disguise_seeds or {})
         finally:
             self._give(sb)
         entry.wall_s = round(time.monotonic() - started, 3)
@@ -436,7 +440,8 @@ class Gate:
         return hashseeds.get(phase, drawn)
 
     def _run(self, sb: Sandbox, source: str, entry: GateEntry, mutant: Mutant | None,
-             hits: dict[str | None, list[str]], hashseeds: dict[str, str]) -> None:
+             hits: dict[str | None, list[str]], hashseeds: dict[str, str],
+             disguise_seeds: dict[str, str]) -> None:
         rel = self._place(sb, source, entry.candidate)
         try:
             phases: dict[str, PhaseRun] = {}
@@ -475,7 +480,12 @@ class Gate:
                 rng.shuffle(todo)
                 original = (sb.target.tree / mutant.path).read_bytes() if mutant else None
                 for phase in todo:
-                    content = self._content(phase, original, mutant, rng)
+                    dseed = None
+                    if mutant is not None and phase in (NEUTRAL, MUTANT_DISGUISED):
+                        drawn = str(rng.getrandbits(64))
+                        dseed = disguise_seeds.get(phase, drawn)
+                    content = self._content(phase, original, mutant,
+                                            random.Random(int(dseed)) if dseed else None)
                     hashseed = self._hashseed(phase, hashseeds)
                     if content is not None:
                         sb.write(mutant.path, content)
@@ -488,7 +498,7 @@ class Gate:
                     finally:
                         if content is not None:
                             sb.restore()
-                    phases[phase] = phase_record(phase, report, tampered, alive, hashseed)
+                    phases[phase] = phase_record(phase, report, tampered, alive, hashseed, dseed)
                     entry.phases.append(phases[phase])
             entry.tests = decide(collected, phases, mutant is not None, scan)
             entry.stage = MUTANT_DISGUISED if mutant is not None and alive else CLEAN
@@ -501,7 +511,7 @@ class Gate:
 
     @staticmethod
     def _content(phase: str, original: bytes | None, mutant: Mutant | None,
-                 rng: random.Random) -> bytes | None:
+                 rng: random.Random | None) -> bytes | None:
         if mutant is None or phase in CLEAN_PHASES:
             return None
         if phase == MUTANT:

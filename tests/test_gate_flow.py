@@ -92,7 +92,7 @@ class ScriptedSandbox:
         sys.modules["pkg"], sys.modules["pkg.mod"] = types.ModuleType("pkg"), mod
         try:
             ns = {"__name__": "candidate", "HASHSEED": hashseed, "MOVED": self.moved_now,
-                  "Hang": Hang, "STATE": []}
+                  "Hang": Hang, "STATE": [], "MODULE_TEXT": text}
             try:
                 exec(compile((self.tree / rel).read_text(), rel, "exec"), ns)
             except Exception as exc:
@@ -667,3 +667,131 @@ def test_a_kept_verdict_is_checked_under_a_fresh_seed_never_the_recorded_one(tmp
     fresh = regate_entry(Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None), old, src, MUT, 0)
     assert verdicts(fresh) == [("test_kill", False, "flaky", HASHSEED)]
     assert _differing(old, fresh) == [f"tests/test_killbench_{gate.candidate_id(src)}.py::test_kill"]
+
+
+def _disguised_texts(sb):
+    """The module text each disguised phase saw, from the sandbox's calls (in phase order)."""
+    return [c["module"] for c in sb.calls if c["module"] not in (MODULE, apply(MODULE.encode(), MUT).decode())]
+
+
+def test_the_disguise_seeds_are_recorded_and_a_replay_rewrites_the_same_text(tmp_path):
+    from killbench.disguise import disguise
+
+    drawn_sb = ScriptedSandbox(tmp_path / "a")
+    drawn = Gate([drawn_sb], baseline=None, rng=random.Random(9)).check(CANDIDATE, MUT)
+    seeds = {p.phase: p.disguise_seed for p in drawn.phases}
+    assert {p for p, s in seeds.items() if s is not None} == {NEUTRAL, MUTANT_DISGUISED}
+    assert seeds[NEUTRAL] != seeds[MUTANT_DISGUISED]
+    by_phase = dict(zip([p.phase for p in drawn.phases], drawn_sb.calls))
+    mutated = apply(MODULE.encode(), MUT).decode()
+    # each disguise is the one its recorded seed makes
+    assert by_phase[NEUTRAL]["module"] == disguise(MODULE, MUT.line, random.Random(int(seeds[NEUTRAL])))
+    assert by_phase[MUTANT_DISGUISED]["module"] == disguise(mutated, MUT.line,
+                                                            random.Random(int(seeds[MUTANT_DISGUISED])))
+    # replayed by a gate with other draws: the same two texts, recorded with the same seeds
+    replay_sb = ScriptedSandbox(tmp_path / "b")
+    wanted = {NEUTRAL: seeds[NEUTRAL], MUTANT_DISGUISED: seeds[MUTANT_DISGUISED]}
+    replayed = Gate([replay_sb], baseline=None, rng=random.Random(10)).check(CANDIDATE, MUT,
+                                                                            disguise_seeds=wanted)
+    again = dict(zip([p.phase for p in replayed.phases], replay_sb.calls))
+    assert {p: again[p]["module"] for p in wanted} == {p: by_phase[p]["module"] for p in wanted}
+    assert {p.phase: p.disguise_seed for p in replayed.phases if p.disguise_seed} == wanted
+    # a replay under the same rng consumes the same draws: order and hash seed unchanged
+    same_sb = ScriptedSandbox(tmp_path / "c")
+    other = {NEUTRAL: "1", MUTANT_DISGUISED: "2"}
+    same = Gate([same_sb], baseline=None, rng=random.Random(9)).check(CANDIDATE, MUT, disguise_seeds=other)
+    assert [p.phase for p in same.phases] == [p.phase for p in drawn.phases]
+    assert [p.hashseed for p in same.phases] == [p.hashseed for p in drawn.phases]
+    assert [p.disguise_seed for p in same.phases if p.disguise_seed] == \
+        [other[p.phase] for p in same.phases if p.phase in other]
+
+
+def _one_disguise(tmp_path, rng_seed):
+    """The clean code's disguise a gate with this rng draws, and that gate's entry's seeds."""
+    sb = ScriptedSandbox(tmp_path / f"probe{rng_seed}")
+    entry = Gate([sb], baseline=None, rng=random.Random(rng_seed)).check(CANDIDATE, MUT)
+    by_phase = dict(zip([p.phase for p in entry.phases], sb.calls))
+    return by_phase[NEUTRAL]["module"], {p.phase: p.disguise_seed for p in entry.phases}
+
+
+def _strip_disguise_seeds(entry):
+    return entry.model_copy(update={"phases": [p.model_copy(update={"disguise_seed": None})
+                                                for p in entry.phases]})
+
+
+def test_verify_replays_the_recorded_disguises_of_a_gaming_verdict(tmp_path):
+    from killbench.bundle import _differing, regate_entry
+
+    # fails on one disguise of the clean code only: a fresh draw keeps it, the recorded seeds
+    # reproduce the run's `gaming`
+    text, _ = _one_disguise(tmp_path, 21)
+    src = f"from pkg.mod import f\n\ndef test_kill():\n    assert f(1) == 2 and MODULE_TEXT != {text!r}\n"
+    old = Gate([ScriptedSandbox(tmp_path / "run")], baseline=None, rng=random.Random(21)).check(
+        src, MUT, target="pkg")
+    node = f"tests/test_killbench_{gate.candidate_id(src)}.py::test_kill"
+    assert verdicts(old) == [("test_kill", False, "gaming", NEUTRAL)]
+    verify_gate = Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None)
+    assert _differing(old, verify_gate.check(src, MUT, target="pkg")) == [node]
+    confirmed = regate_entry(verify_gate, old, src, MUT, seed=0)
+    assert _differing(old, confirmed) == []
+    assert {p.phase: p.disguise_seed for p in confirmed.phases}[NEUTRAL] == \
+        {p.phase: p.disguise_seed for p in old.phases}[NEUTRAL]
+    # without the recorded seeds (an older bundle) the seeded series does not hit that one text
+    stripped = _strip_disguise_seeds(old)
+    assert _differing(stripped, regate_entry(verify_gate, stripped, src, MUT, 0)) == [node]
+
+
+def test_an_older_bundle_s_gaming_verdict_is_confirmed_by_a_seeded_series_of_disguises(tmp_path):
+    from killbench.bundle import _differing, regate_entry
+
+    # fails on about half of all disguises of the clean code
+    src = ("import zlib\nfrom pkg.mod import f\n\ndef test_kill():\n    assert f(1) == 2\n"
+           f"    assert MODULE_TEXT == {MODULE!r} or zlib.crc32(MODULE_TEXT.encode()) % 2 == 0\n")
+    entries = [(i, Gate([ScriptedSandbox(tmp_path / f"r{i}")], baseline=None,
+                        rng=random.Random(i)).check(src, MUT, target="pkg")) for i in range(12)]
+    gaming = [e for _, e in entries if verdicts(e) == [("test_kill", False, "gaming", NEUTRAL)]]
+    kept_rng = [i for i, e in entries if verdicts(e) == [("test_kill", True, None, MUTANT_DISGUISED)]]
+    assert gaming and kept_rng  # both verdicts occur: the verdict depends on the draw
+    old = _strip_disguise_seeds(gaming[0])
+    # this gate's own draw keeps the test, so the series is what confirms the verdict
+    verify_gate = Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None,
+                       rng=random.Random(kept_rng[0]))
+    same_draw = Gate([ScriptedSandbox(tmp_path / "draw")], baseline=None, rng=random.Random(kept_rng[0]))
+    assert _differing(old, same_draw.check(src, MUT, target="pkg")) != []
+    assert _differing(old, regate_entry(verify_gate, old, src, MUT, seed=0)) == []
+
+
+def test_a_kept_verdict_is_checked_under_fresh_disguises_never_the_recorded_ones(tmp_path):
+    from killbench.bundle import _differing, regate_entry
+
+    # a forged bundle: a test that passes on one disguise of the clean code only (and on the
+    # clean code), kept under the disguise seed it was written for
+    text, seeds = _one_disguise(tmp_path, 33)
+    src = (f"from pkg.mod import f\n\ndef test_kill():\n"
+           f"    assert f(1) == 2 and MODULE_TEXT in ({MODULE!r}, {text!r})\n")
+    old = Gate([ScriptedSandbox(tmp_path / "run")], baseline=None).check(
+        src, MUT, target="pkg", disguise_seeds={NEUTRAL: seeds[NEUTRAL]})
+    assert verdicts(old) == [("test_kill", True, None, MUTANT_DISGUISED)]
+    fresh = regate_entry(Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None), old, src, MUT, 0)
+    assert verdicts(fresh) == [("test_kill", False, "gaming", NEUTRAL)]
+    assert _differing(old, fresh) == [f"tests/test_killbench_{gate.candidate_id(src)}.py::test_kill"]
+
+
+def test_a_bundle_s_rejection_at_any_stage_is_confirmed_by_replaying_its_draws(tmp_path):
+    from killbench.bundle import _differing, _rejections_only, regate_entry
+
+    # the differences verify may confirm by replay: only tests the bundle says were rejected
+    src = "def test_seed():\n    assert HASHSEED != \"77\"\n"
+    flaky = Gate([ScriptedSandbox(tmp_path / "run")], baseline=None).check(src, MUT, hashseeds={HASHSEED: "77"})
+    node = f"tests/test_killbench_{gate.candidate_id(src)}.py::test_seed"
+    assert _rejections_only(flaky, [node])
+    assert not _rejections_only(flaky, [])
+    assert not _rejections_only(flaky, [node, "tests/test_other.py::test_x"])
+    kept = Gate([ScriptedSandbox(tmp_path / "kept")], baseline=None).check(CANDIDATE, MUT)
+    kill = f"tests/test_killbench_{gate.candidate_id(CANDIDATE)}.py::test_kill"
+    assert not _rejections_only(kept, [kill])
+    # a rejection the replay does not reproduce stays a difference, and verify reports the fresh entry
+    forged = flaky.model_copy(update={"phases": [p.model_copy(update={"hashseed": "5"}) for p in flaky.phases]})
+    fresh = regate_entry(Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None), forged, src, MUT, 0)
+    assert _differing(forged, fresh) == [node]
+    assert {p.phase: p.hashseed for p in fresh.phases}[HASHSEED] != "5"
