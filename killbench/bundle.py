@@ -448,6 +448,9 @@ def _replays(old, seed: int):
             return str(random.Random(f"{seed}:hashseed:{old.candidate}:{k}").randint(1, 2**32 - 1))
         return str(random.Random(f"{seed}:{phase}:{old.candidate}:{k}").getrandbits(64))
 
+    if any(phase in ran and recorded(phase) and not _valid_draw(phase, recorded(phase))
+           for phase in DRAWN_PHASES):
+        return  # a draw no run could have made confirms nothing: the difference stands
     missing = any(phase in ran and not recorded(phase) for phase in DRAWN_PHASES)
     for k in range(LEGACY_DRAW_TRIES if missing else 1):
         yield ({HASHSEED: draw(HASHSEED, k)},
@@ -458,8 +461,19 @@ def _replays(old, seed: int):
 DRAWN_PHASES = (HASHSEED, NEUTRAL, MUTANT_DISGUISED)
 
 
-def _verdicts(entry) -> dict[str, tuple[bool, str | None]]:
-    return {t.nodeid: (t.kept, t.reason) for t in entry.tests}
+def _valid_draw(phase: str, value: str) -> bool:
+    """A value the gate draws for this phase: a hash seed in 1..2**32-1, a disguise seed of
+    64 bits. Anything else (PYTHONHASHSEED=abc stops Python before any test runs, which
+    would "confirm" any rejection) is refused."""
+    if not value.isascii() or not value.isdecimal() or len(value) > 20:
+        return False
+    low, top = (1, 2**32 - 1) if phase == HASHSEED else (0, 2**64 - 1)
+    return low <= int(value) <= top
+
+
+def _verdicts(entry) -> dict[str, tuple[bool, str | None, str]]:
+    # the stage too: the test funnel places a rejection by it
+    return {t.nodeid: (t.kept, t.reason, t.stage) for t in entry.tests}
 
 
 def _differing(old, fresh) -> list[str]:
@@ -520,7 +534,7 @@ def _recheck_controls(records, name, target, workdir, pop: Population) -> list[s
 def _verdict(v) -> str:
     if v is None:
         return "(absent)"
-    return "kept" if v[0] else v[1]
+    return ("kept" if v[0] else v[1]) + f" at {v[2]}"
 
 
 def _rescore(records, name, target, workdir, pop: Population, claimed: KillMatrix, jobs, sample,

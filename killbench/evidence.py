@@ -72,10 +72,10 @@ class PhaseRun(Record):
     log_problems: list[str] = Field(default_factory=list)
     # the PYTHONHASHSEED it ran under: drawn at random for clean-hashseed (the test cannot
     # know it beforehand) and recorded so that verify replays the same seed
-    hashseed: str | None = None
+    hashseed: str | None = Field(default=None, pattern=r"^[0-9]{1,20}$")
     # the seed of the disguise the module was rewritten with (neutral, mutant-disguised):
     # drawn at random like the hash seed, recorded for the same reason
-    disguise_seed: str | None = None
+    disguise_seed: str | None = Field(default=None, pattern=r"^[0-9]{1,20}$")
 
 
 class TestVerdict(Record):

@@ -437,7 +437,7 @@ class Gate:
         if phase != HASHSEED:
             return "0"
         drawn = str(self._fork_rng().randint(1, 2**32 - 1))
-        return hashseeds.get(phase, drawn)
+        return hashseeds.get(phase) or drawn
 
     def _run(self, sb: Sandbox, source: str, entry: GateEntry, mutant: Mutant | None,
              hits: dict[str | None, list[str]], hashseeds: dict[str, str],
@@ -483,7 +483,7 @@ class Gate:
                     dseed = None
                     if mutant is not None and phase in (NEUTRAL, MUTANT_DISGUISED):
                         drawn = str(rng.getrandbits(64))
-                        dseed = disguise_seeds.get(phase, drawn)
+                        dseed = disguise_seeds.get(phase) or drawn
                     content = self._content(phase, original, mutant,
                                             random.Random(int(dseed)) if dseed else None)
                     hashseed = self._hashseed(phase, hashseeds)

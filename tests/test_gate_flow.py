@@ -783,7 +783,7 @@ def test_a_kept_verdict_is_checked_under_fresh_disguises_never_the_recorded_ones
     assert _differing(old, fresh) == [f"tests/test_killbench_{gate.candidate_id(src)}.py::test_kill"]
 
 
-def test_a_bundle_s_rejection_at_any_stage_is_confirmed_by_replaying_its_draws(tmp_path):
+def test_only_claimed_rejections_are_replayed_and_a_replay_that_misses_leaves_the_difference(tmp_path):
     from killbench.bundle import _differing, _rejections_only, regate_entry
 
     # the differences verify may confirm by replay: only tests the bundle says were rejected
@@ -801,3 +801,73 @@ def test_a_bundle_s_rejection_at_any_stage_is_confirmed_by_replaying_its_draws(t
     fresh = regate_entry(Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None), forged, src, MUT, 0)
     assert _differing(forged, fresh) == [node]
     assert {p.phase: p.hashseed for p in fresh.phases}[HASHSEED] != "5"
+
+
+def test_replaying_one_disguise_leaves_the_other_as_a_fresh_check_draws_it(tmp_path):
+    fresh_sb, one_sb = ScriptedSandbox(tmp_path / "a"), ScriptedSandbox(tmp_path / "b")
+    fresh = Gate([fresh_sb], baseline=None, rng=random.Random(9)).check(CANDIDATE, MUT)
+    one = Gate([one_sb], baseline=None, rng=random.Random(9)).check(CANDIDATE, MUT,
+                                                                   disguise_seeds={NEUTRAL: "12345"})
+    seeds = lambda e: {p.phase: p.disguise_seed for p in e.phases}
+    assert seeds(one)[NEUTRAL] == "12345" and seeds(fresh)[NEUTRAL] != "12345"
+    assert seeds(one)[MUTANT_DISGUISED] == seeds(fresh)[MUTANT_DISGUISED]
+    texts = lambda e, sb: dict(zip([p.phase for p in e.phases], [c["module"] for c in sb.calls]))
+    assert texts(one, one_sb)[MUTANT_DISGUISED] == texts(fresh, fresh_sb)[MUTANT_DISGUISED]
+    # an empty replay value is no replay
+    empty_sb = ScriptedSandbox(tmp_path / "c")
+    empty = Gate([empty_sb], baseline=None, rng=random.Random(9)).check(
+        CANDIDATE, MUT, disguise_seeds={NEUTRAL: ""}, hashseeds={HASHSEED: ""})
+    assert [(p.phase, p.hashseed, p.disguise_seed) for p in empty.phases] == \
+        [(p.phase, p.hashseed, p.disguise_seed) for p in fresh.phases]
+
+
+@pytest.mark.parametrize("field,value", [("disguise_seed", "abc"), ("disguise_seed", "9" * 5000),
+                                         ("disguise_seed", str(2**64)), ("hashseed", "abc"),
+                                         ("hashseed", "0"), ("hashseed", str(2**32)),
+                                         ("hashseed", "\u0661\u0662")])
+def test_a_recorded_draw_no_gate_could_make_confirms_nothing(tmp_path, field, value):
+    from killbench.bundle import _differing, _valid_draw, regate_entry
+
+    # a test the run rejected under a replayable draw; its record then carries a forged value
+    text, seeds = _one_disguise(tmp_path, 21)
+    src = f"from pkg.mod import f\n\ndef test_kill():\n    assert f(1) == 2 and MODULE_TEXT != {text!r}\n"
+    old = Gate([ScriptedSandbox(tmp_path / "run")], baseline=None, rng=random.Random(21)).check(src, MUT)
+    assert verdicts(old) == [("test_kill", False, "gaming", NEUTRAL)]
+    phase = NEUTRAL if field == "disguise_seed" else HASHSEED
+    assert not _valid_draw(phase, value)
+    forged = old.model_copy(update={"phases": [p.model_copy(update={field: value}) if p.phase == phase else p
+                                               for p in old.phases]})
+    # verify neither crashes nor replays it: the difference is reported
+    fresh = regate_entry(Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None), forged, src, MUT, 0)
+    assert _differing(forged, fresh) == [f"tests/test_killbench_{gate.candidate_id(src)}.py::test_kill"]
+    # a record that is not a number of at most 20 ASCII digits does not even load (a number out
+    # of range does: the clean phases record "0", and the range depends on the phase)
+    from pydantic import ValidationError
+
+    from killbench.evidence import PhaseRun
+    record = {**forged.phases[0].model_dump(), field: value}
+    if value.isascii() and value.isdecimal() and len(value) <= 20:
+        assert getattr(PhaseRun.model_validate(record), field) == value
+    else:
+        with pytest.raises(ValidationError):
+            PhaseRun.model_validate(record)
+
+
+def test_the_draws_a_gate_makes_are_valid_replays():
+    from killbench.bundle import _valid_draw
+
+    for phase in (HASHSEED, NEUTRAL, MUTANT_DISGUISED):
+        assert _valid_draw(phase, "1") and _valid_draw(phase, str(2**32 - 1))
+    assert _valid_draw(NEUTRAL, "0") and _valid_draw(MUTANT_DISGUISED, str(2**64 - 1))
+    assert not _valid_draw(MUTANT_DISGUISED, str(2**64)) and not _valid_draw(HASHSEED, str(2**32))
+    assert not _valid_draw(HASHSEED, "-1") and not _valid_draw(NEUTRAL, " 1") and not _valid_draw(NEUTRAL, "")
+
+
+def test_verify_compares_the_stage_of_a_rejection_as_well(tmp_path):
+    from killbench.bundle import _differing
+
+    src = "def test_seed():\n    assert HASHSEED != \"77\"\n"
+    old = Gate([ScriptedSandbox(tmp_path / "run")], baseline=None).check(src, MUT, hashseeds={HASHSEED: "77"})
+    assert verdicts(old) == [("test_seed", False, "flaky", HASHSEED)]
+    moved = old.model_copy(update={"tests": [t.model_copy(update={"stage": ORDER}) for t in old.tests]})
+    assert _differing(old, moved) == [f"tests/test_killbench_{gate.candidate_id(src)}.py::test_seed"]
