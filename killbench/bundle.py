@@ -288,9 +288,11 @@ def _tokens_from_transcript(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def verify(archive: Path, jobs: int | None = None, sample: int | None = None, seed: int = 0,
-           progress=None) -> tuple[list[str], object]:
+           progress=None, findings: list[str] | None = None) -> tuple[list[str], object]:
     """Differences between a bundle's claims and what its evidence and a re-execution say;
-    and the score recomputed from the re-executed evidence (or the bundle's, with `sample`)."""
+    and the score recomputed from the re-executed evidence (or the bundle's, with `sample`).
+    What the re-execution found that is no difference from the bundle's claims (a kept test
+    that depends on the hash seed) is appended to `findings`."""
     jobs = jobs or default_jobs()
     with tempfile.TemporaryDirectory(prefix="verify-", dir=_tmp_root()) as tmp, ExitStack() as held:
         root = _unpack(archive, Path(tmp))
@@ -337,7 +339,7 @@ def verify(archive: Path, jobs: int | None = None, sample: int | None = None, se
             killers = {r.candidate for r in matrices[name].runs
                        if r.mutant in task and "failed" in r.cells.values()}
             problems += _regate(records, name, target, workdir, here, jobs, sample, seed, progress,
-                                killers)
+                                killers, findings)
             problems += _recheck_controls(records, name, target, workdir, here)
             fresh = _rescore(records, name, target, workdir, here, matrices[name], jobs, sample, seed,
                              _sealed_ids(name))
@@ -371,7 +373,7 @@ def _pick(items: list, sample: int | None, seed: int, salt: str) -> list:
 
 
 def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress,
-            killers: set[str] = frozenset()) -> list[str]:
+            killers: set[str] = frozenset(), findings: list[str] | None = None) -> list[str]:
     baseline = load_or_run_baseline(target, workdir)
     rows = pop.by_id()
     mutants = {i: mutant(rows[i]) for i in pop.task_set}
@@ -389,11 +391,14 @@ def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress,
 
     def one(key):
         cid, task = key
+        found: list[str] = []
         return key, regate_entry(gate, entries[key], records.candidate(cid),
-                                 mutants.get(task) if task else None, seed)
+                                 mutants.get(task) if task else None, seed, found), found
 
     with ThreadPoolExecutor(max_workers=jobs) as ex:
-        for i, (key, fresh) in enumerate(ex.map(one, picked), 1):
+        for i, (key, (fresh, found)) in enumerate(ex.map(one, picked), 1):
+            if findings is not None:
+                findings += found
             if progress:
                 progress(f"{name} gate", i, len(picked))
             old = entries[key]
@@ -410,23 +415,52 @@ def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress,
     return problems
 
 
-def regate_entry(gate: Gate, old, source: str, task_mutant, seed: int):
+def regate_entry(gate: Gate, old, source: str, task_mutant, seed: int,
+                 findings: list[str] | None = None):
     """The gate's entry for a bundle's candidate, re-executed here.
 
-    Every draw is fresh, as in the run: a kept test that fails under this gate's hash seed or
-    disguises is reported. Where every difference is a test the bundle says was rejected, the
-    draws the run recorded (hash seed, disguise seeds) are replayed to confirm it: a claim that
-    can only lose the submitter kept tests. For draws a bundle did not record (one from before
-    they were), a fixed series of seeded draws is tried instead."""
+    Every draw is fresh first, as in the run. A kept test that only the fresh hash seed
+    rejects is re-checked under the run's recorded hash seed: a test can read its own seed
+    (PYTHONHASHSEED, hash("a")), so a chosen seed gives a submitter nothing a test could not
+    take anyway; the gate's random seed catches accidental order dependence, and what a single
+    draw let through is appended to `findings` (seed-dependent), not reported as a difference.
+    A disguise's seed is different (a chosen disguise could spare a test that notices the
+    mutant's text): it is replayed only where every remaining difference is a test the bundle
+    says was rejected, a claim that can only lose the submitter kept tests. For draws a bundle
+    did not record (one from before they were), a fixed series of seeded draws is tried."""
     fresh = gate.check(source, task_mutant, target=old.target)
-    if not _rejections_only(old, _differing(old, fresh)):
+    differing = _differing(old, fresh)
+    if not differing:
+        return fresh
+    said = {t.nodeid: t for t in old.tests}
+    now = {t.nodeid: t for t in fresh.tests}
+    lost = [n for n in differing if n in said and said[n].kept]
+    if not all(n in now and not now[n].kept and now[n].stage == HASHSEED for n in lost):
+        return fresh  # a kept test rejected by anything but the hash seed: the difference stands
+    others = [n for n in differing if n not in lost]
+    if others and not _rejections_only(old, others):
         return fresh
     for hashseeds, disguise_seeds in _replays(old, seed):
         again = gate.check(source, task_mutant, target=old.target, hashseeds=hashseeds,
-                           disguise_seeds=disguise_seeds)
-        if not _differing(old, again):
+                           disguise_seeds=None if lost else disguise_seeds)
+        rest = _differing(old, again)
+        if rest and lost and _rejections_only(old, rest):
+            again = gate.check(source, task_mutant, target=old.target, hashseeds=hashseeds,
+                               disguise_seeds=disguise_seeds)
+            rest = _differing(old, again)
+        if not rest:
+            if findings is not None:
+                run_seed, fresh_seed = _phase_hashseed(again), _phase_hashseed(fresh)
+                findings += [f"{old.target} gate {old.candidate} {n.split('::', 1)[-1]}: kept under "
+                             f"the run's hash seed {run_seed}, flaky under hash seed {fresh_seed} "
+                             "(seed-dependent; the run's one random seed let it through)"
+                             for n in lost]
             return again
     return fresh
+
+
+def _phase_hashseed(entry) -> str | None:
+    return next((p.hashseed for p in entry.phases if p.phase == HASHSEED), None)
 
 
 # how many seeded draws verify tries for a bundle that did not record its own

@@ -24,14 +24,16 @@ def record_path(bundle: Path) -> Path:
     return bundle.with_name(bundle.name + VERIFIED_SUFFIX)
 
 
-def write_record(bundle: Path, problems: list[str], score) -> Path:
-    """After a full verify: bundle sha256, versions, date, outcome (and the differences)."""
+def write_record(bundle: Path, problems: list[str], score, findings: list[str] = ()) -> Path:
+    """After a full verify: bundle sha256, versions, date, outcome (and the differences, and
+    the findings that are none: kept tests that depend on the hash seed)."""
     from .manifests import current_benchmark, current_digest
 
     data = {"bundle": bundle.name, "bundle_sha256": sha256_file(bundle), "killbench": __version__,
             "benchmark": current_benchmark(), "manifest_digest": current_digest(),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "outcome": "failed" if problems else "passed", "differences": problems[:50]}
+            "outcome": "failed" if problems else "passed", "differences": problems[:50],
+            "findings": list(findings)}
     if score is not None and not problems:
         s = score.dump() if hasattr(score, "dump") else score
         p = s.get("pooled_kills") or {}

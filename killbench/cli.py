@@ -552,12 +552,17 @@ def verify_cmd(bundle_path, sample, seed, jobs) -> None:
     from .bundle import verify
     from .render import render_score
 
+    findings: list[str] = []
     problems, fresh = verify(bundle_path, jobs=jobs, sample=sample, seed=seed,
-                             progress=_progress_printer("re-executing"))
+                             progress=_progress_printer("re-executing"), findings=findings)
     if sample is None:  # a full verify leaves its record beside the bundle (what `cite` needs)
         from .cite import write_record
 
-        click.echo(f"wrote {write_record(bundle_path, problems, fresh)}")
+        click.echo(f"wrote {write_record(bundle_path, problems, fresh, findings)}")
+    if findings:  # what the bundle does not claim otherwise: no difference, but worth knowing
+        click.echo(f"findings (not differences): {len(findings)}")
+        for f in findings:
+            click.echo(f"  - {f}")
     if problems:
         click.echo(f"NOT reproduced: {len(problems)} differences")
         for p in problems:

@@ -656,17 +656,36 @@ def test_an_older_bundle_s_flaky_verdict_is_confirmed_by_a_seeded_series_of_seed
     assert _differing(old, regate_entry(verify_gate, _strip_seeds(old), src, MUT, seed=0)) == []
 
 
-def test_a_kept_verdict_is_checked_under_a_fresh_seed_never_the_recorded_one(tmp_path):
+def test_a_kept_test_only_a_fresh_hash_seed_rejects_is_replayed_and_reported_as_a_finding(tmp_path):
     from killbench.bundle import _differing, regate_entry
 
-    # a forged bundle: a seed-dependent test said kept under the one seed it passes with
+    # seed-dependent: passes under seed 0 and the run's draw (77) only; a test can read its
+    # seed anyway, so the recorded seed is replayed and the dependence is a finding
     src = "from pkg.mod import f\n\ndef test_kill():\n    assert HASHSEED in (\"0\", \"77\") and f(1) == 2\n"
+    node = f"tests/test_killbench_{gate.candidate_id(src)}.py::test_kill"
     old = Gate([ScriptedSandbox(tmp_path / "run")], baseline=None).check(src, MUT, target="pkg",
                                                                           hashseeds={HASHSEED: "77"})
     assert verdicts(old) == [("test_kill", True, None, MUTANT_DISGUISED)]
-    fresh = regate_entry(Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None), old, src, MUT, 0)
+    verify_gate = Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None, rng=random.Random(4))
+    fresh_seed = next(p.hashseed for p in Gate([ScriptedSandbox(tmp_path / "draw")], baseline=None,
+                                               rng=random.Random(4)).check(src, MUT).phases
+                      if p.phase == HASHSEED)
+    findings = []
+    replayed = regate_entry(verify_gate, old, src, MUT, 0, findings)
+    assert _differing(old, replayed) == []
+    assert {p.phase: p.hashseed for p in replayed.phases}[HASHSEED] == "77"
+    assert findings == [f"pkg gate {old.candidate} test_kill: kept under the run's hash seed 77, flaky "
+                        f"under hash seed {fresh_seed} (seed-dependent; the run's one random seed let "
+                        "it through)"]
+    # a recorded seed the test does not pass under reproduces nothing: the difference stands
+    wrong = old.model_copy(update={"phases": [p.model_copy(update={"hashseed": "78"} if p.phase == HASHSEED
+                                                           else {}) for p in old.phases]})
+    findings = []
+    fresh = regate_entry(verify_gate, wrong, src, MUT, 0, findings)
     assert verdicts(fresh) == [("test_kill", False, "flaky", HASHSEED)]
-    assert _differing(old, fresh) == [f"tests/test_killbench_{gate.candidate_id(src)}.py::test_kill"]
+    assert _differing(wrong, fresh) == [node] and findings == []
+    # an older bundle (no seed recorded): the seeded series does not hit 77 either
+    assert _differing(_strip_seeds(old), regate_entry(verify_gate, _strip_seeds(old), src, MUT, 0)) == [node]
 
 
 def _disguised_texts(sb):
