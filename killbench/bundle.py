@@ -392,8 +392,9 @@ def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress,
     def one(key):
         cid, task = key
         found: list[str] = []
-        return key, regate_entry(gate, entries[key], records.candidate(cid),
-                                 mutants.get(task) if task else None, seed, found), found
+        fresh = regate_entry(gate, entries[key], records.candidate(cid),
+                             mutants.get(task) if task else None, seed, found)
+        return key, (fresh, found)
 
     with ThreadPoolExecutor(max_workers=jobs) as ex:
         for i, (key, (fresh, found)) in enumerate(ex.map(one, picked), 1):
