@@ -37,7 +37,7 @@ from . import __version__
 from .config import resolve
 from .errors import KillbenchError, UserError
 from .evidence import KillMatrix, Population, load
-from .gate import HASHSEED, MUTANT_DISGUISED, NEUTRAL, Gate, candidate_id
+from .gate import CLEAN, HASHSEED, MUTANT_DISGUISED, NEUTRAL, Gate, candidate_id, decide
 from .harness import default_jobs, load_or_run_baseline, workdir_for
 from .manifests import current_digest
 from .population import freeze, mutant
@@ -418,50 +418,104 @@ def _regate(records, name, target, workdir, pop, jobs, sample, seed, progress,
 
 def regate_entry(gate: Gate, old, source: str, task_mutant, seed: int,
                  findings: list[str] | None = None):
-    """The gate's entry for a bundle's candidate, re-executed here.
+    """The gate's entry for a bundle's candidate, re-executed here: its verdicts are the ones
+    verify settles on.
 
-    Every draw is fresh first, as in the run. A kept test that only the fresh hash seed
-    rejects is re-checked under the run's recorded hash seed: a test can read its own seed
-    (PYTHONHASHSEED, hash("a")), so a chosen seed gives a submitter nothing a test could not
-    take anyway; the gate's random seed catches accidental order dependence, and what a single
-    draw let through is appended to `findings` (seed-dependent), not reported as a difference.
-    A disguise's seed is different (a chosen disguise could spare a test that notices the
-    mutant's text): it is replayed only where every remaining difference is a test the bundle
-    says was rejected, a claim that can only lose the submitter kept tests. For draws a bundle
-    did not record (one from before they were), a fixed series of seeded draws is tried."""
+    Every draw is fresh first, as in the run. The two kinds of draw guard against different
+    things, so they are replayed differently:
+
+    - The hash seed catches accidental order dependence; it is no defence against a forger (a
+      test can read its own seed: PYTHONHASHSEED, hash("a")). A kept test that the fresh
+      check rejects at the hash-seed phase and at no other (its fresh disguises, order and
+      mutant runs all count) is settled by the run's recorded hash seed alone, and the
+      dependence is appended to `findings`, not reported as a difference.
+    - A disguise guards against a test that notices the mutant's text, and a chosen disguise
+      could spare one: recorded disguises are replayed only to confirm tests the bundle says
+      were rejected, a claim that can only lose the submitter kept tests.
+
+    Draws a bundle did not record (one from before they were) are tried as a fixed series of
+    seeded draws."""
     fresh = gate.check(source, task_mutant, target=old.target)
     differing = _differing(old, fresh)
     if not differing:
         return fresh
     said = {t.nodeid: t for t in old.tests}
-    now = {t.nodeid: t for t in fresh.tests}
     lost = [n for n in differing if n in said and said[n].kept]
-    if not all(n in now and not now[n].kept and now[n].stage == HASHSEED for n in lost):
-        return fresh  # a kept test rejected by anything but the hash seed: the difference stands
-    others = [n for n in differing if n not in lost]
-    if others and not _rejections_only(old, others):
-        return fresh
-    for hashseeds, disguise_seeds in _replays(old, seed):
-        again = gate.check(source, task_mutant, target=old.target, hashseeds=hashseeds,
-                           disguise_seeds=None if lost else disguise_seeds)
-        rest = _differing(old, again)
-        if rest and lost and _rejections_only(old, rest):
+    noted: list[str] = []
+    if lost:
+        settled = _settle_by_hashseed(gate, old, fresh, lost, source, task_mutant, seed)
+        if settled is None:
+            return fresh
+        fresh, noted = settled
+        differing = _differing(old, fresh)
+    if differing:
+        if not _rejections_only(old, differing):
+            return fresh
+        for hashseeds, disguise_seeds in _replays(old, seed):
             again = gate.check(source, task_mutant, target=old.target, hashseeds=hashseeds,
                                disguise_seeds=disguise_seeds)
-            rest = _differing(old, again)
-        if not rest:
-            if findings is not None:
-                run_seed, fresh_seed = _phase_hashseed(again), _phase_hashseed(fresh)
-                findings += [f"{old.target} gate {old.candidate} {n.split('::', 1)[-1]}: kept under "
-                             f"the run's hash seed {run_seed}, flaky under hash seed {fresh_seed} "
-                             "(seed-dependent; the run's one random seed let it through)"
-                             for n in lost]
-            return again
+            if not lost and not _differing(old, again):
+                break
+            now = {t.nodeid: t for t in again.tests}
+            if all(n in now and _verdict_of(now[n]) == _verdict_of(said[n]) for n in differing):
+                again = _with_verdicts(fresh, {n: now[n] for n in differing})
+                break
+        else:
+            return fresh
+        fresh = again
+    if findings is not None:
+        findings += noted
     return fresh
 
 
-def _phase_hashseed(entry) -> str | None:
-    return next((p.hashseed for p in entry.phases if p.phase == HASHSEED), None)
+def _verdict_of(t) -> tuple[bool, str | None, str]:
+    return t.kept, t.reason, t.stage
+
+
+def _with_verdicts(entry, verdicts: dict):
+    return entry.model_copy(update={"tests": [verdicts.get(t.nodeid, t) for t in entry.tests]})
+
+
+def _settle_by_hashseed(gate: Gate, old, fresh, lost: list[str], source: str, task_mutant,
+                        seed: int):
+    """(`fresh` with the `lost` tests' verdicts settled, the findings) where the hash seed is
+    the only thing that rejected them and the run's seed passes them; else None."""
+    said = {t.nodeid: t for t in old.tests}
+    now = {t.nodeid: t for t in fresh.tests}
+    if not all(n in now and not now[n].kept and now[n].stage == HASHSEED for n in lost):
+        return None  # a kept test rejected by anything else: the difference stands
+    phases = {p.phase: p for p in fresh.phases}
+    # every other phase of the fresh check must keep them: its disguises, order and mutant runs
+    without = {v.nodeid: v for v in decide(lost, {k: p for k, p in phases.items() if k != HASHSEED},
+                                           task_mutant is not None)}
+    if any(_verdict_of(without[n]) != _verdict_of(said[n]) for n in lost):
+        return None
+    recorded = next((p.hashseed for p in old.phases if p.phase == HASHSEED), None)
+    if recorded and not _valid_draw(HASHSEED, recorded):
+        return None
+    tries = [recorded] if recorded else [_series_hashseed(seed, old.candidate, k)
+                                         for k in range(LEGACY_DRAW_TRIES)]
+    for hashseed in tries:
+        again = gate.check(source, task_mutant, target=old.target, hashseeds={HASHSEED: hashseed})
+        ran = {p.phase: p for p in again.phases}
+        if HASHSEED not in ran:
+            continue
+        # only the clean runs of this check count: its disguises are fresh ones, and the fresh
+        # check's were already required above
+        clean = decide(lost, {CLEAN: ran[CLEAN], HASHSEED: ran[HASHSEED]}, False)
+        if all(v.kept for v in clean):
+            label = f"{old.target} gate {old.candidate}" + (f" (task {old.task})" if old.task else "")
+            run_seed = (f"the run's hash seed {hashseed}" if recorded else
+                        f"hash seed {hashseed} (a seeded draw: the bundle records none)")
+            noted = [f"{label} {n.split('::', 1)[-1]}: kept under {run_seed}, {now[n].reason} under "
+                     f"hash seed {phases[HASHSEED].hashseed} (seed-dependent; the run's one random "
+                     "seed let it through)" for n in lost]
+            return _with_verdicts(fresh, {n: without[n] for n in lost}), noted
+    return None
+
+
+def _series_hashseed(seed: int, candidate: str, k: int) -> str:
+    return str(random.Random(f"{seed}:hashseed:{candidate}:{k}").randint(1, 2**32 - 1))
 
 
 # how many seeded draws verify tries for a bundle that did not record its own
@@ -480,7 +534,7 @@ def _replays(old, seed: int):
         if recorded(phase):
             return recorded(phase)
         if phase == HASHSEED:
-            return str(random.Random(f"{seed}:hashseed:{old.candidate}:{k}").randint(1, 2**32 - 1))
+            return _series_hashseed(seed, old.candidate, k)
         return str(random.Random(f"{seed}:{phase}:{old.candidate}:{k}").getrandbits(64))
 
     if any(phase in ran and recorded(phase) and not _valid_draw(phase, recorded(phase))

@@ -33,7 +33,7 @@ def write_record(bundle: Path, problems: list[str], score, findings: list[str] =
             "benchmark": current_benchmark(), "manifest_digest": current_digest(),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "outcome": "failed" if problems else "passed", "differences": problems[:50],
-            "findings": list(findings)}
+            "findings": list(findings)[:200], "findings_count": len(findings)}
     if score is not None and not problems:
         s = score.dump() if hasattr(score, "dump") else score
         p = s.get("pooled_kills") or {}

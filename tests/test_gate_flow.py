@@ -666,17 +666,18 @@ def test_a_kept_test_only_a_fresh_hash_seed_rejects_is_replayed_and_reported_as_
     old = Gate([ScriptedSandbox(tmp_path / "run")], baseline=None).check(src, MUT, target="pkg",
                                                                           hashseeds={HASHSEED: "77"})
     assert verdicts(old) == [("test_kill", True, None, MUTANT_DISGUISED)]
-    verify_gate = Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None, rng=random.Random(4))
+    sb = ScriptedSandbox(tmp_path / "verify")
+    verify_gate = Gate([sb], baseline=None, rng=random.Random(4))
     fresh_seed = next(p.hashseed for p in Gate([ScriptedSandbox(tmp_path / "draw")], baseline=None,
                                                rng=random.Random(4)).check(src, MUT).phases
                       if p.phase == HASHSEED)
     findings = []
-    replayed = regate_entry(verify_gate, old, src, MUT, 0, findings)
-    assert _differing(old, replayed) == []
-    assert {p.phase: p.hashseed for p in replayed.phases}[HASHSEED] == "77"
-    assert findings == [f"pkg gate {old.candidate} test_kill: kept under the run's hash seed 77, flaky "
-                        f"under hash seed {fresh_seed} (seed-dependent; the run's one random seed let "
-                        "it through)"]
+    settled = regate_entry(verify_gate, old, src, MUT, 0, findings)
+    assert _differing(old, settled) == []
+    assert [c["hashseed"] for c in sb.calls if c["hashseed"] not in ("0", fresh_seed)] == ["77"]
+    assert findings == [f"pkg gate {old.candidate} (task m1) test_kill: kept under the run's hash seed 77, "
+                        f"flaky under hash seed {fresh_seed} (seed-dependent; the run's one random "
+                        "seed let it through)"]
     # a recorded seed the test does not pass under reproduces nothing: the difference stands
     wrong = old.model_copy(update={"phases": [p.model_copy(update={"hashseed": "78"} if p.phase == HASHSEED
                                                            else {}) for p in old.phases]})
@@ -686,6 +687,66 @@ def test_a_kept_test_only_a_fresh_hash_seed_rejects_is_replayed_and_reported_as_
     assert _differing(wrong, fresh) == [node] and findings == []
     # an older bundle (no seed recorded): the seeded series does not hit 77 either
     assert _differing(_strip_seeds(old), regate_entry(verify_gate, _strip_seeds(old), src, MUT, 0)) == [node]
+
+
+def test_an_older_bundle_s_kept_seed_dependent_test_is_settled_by_the_series_and_said_so(tmp_path):
+    from killbench.bundle import _differing, regate_entry
+
+    # passes under about half of all seeds, like a test asserting a small set's repr
+    src = ("from pkg.mod import f\n\ndef test_kill():\n"
+           "    assert (HASHSEED == \"0\" or int(HASHSEED) % 2 == 0) and f(1) == 2\n")
+    old = _strip_seeds(Gate([ScriptedSandbox(tmp_path / "run")], baseline=None).check(
+        src, MUT, target="pkg", hashseeds={HASHSEED: "8"}))
+    assert verdicts(old) == [("test_kill", True, None, MUTANT_DISGUISED)]
+    odd = next(r for r in range(40) if int(next(
+        p.hashseed for p in Gate([ScriptedSandbox(tmp_path / f"d{r}")], baseline=None,
+                                 rng=random.Random(r)).check(src, MUT).phases if p.phase == HASHSEED)) % 2)
+    findings = []
+    settled = regate_entry(Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None,
+                                rng=random.Random(odd)), old, src, MUT, 0, findings)
+    assert _differing(old, settled) == []
+    assert len(findings) == 1 and "(a seeded draw: the bundle records none)" in findings[0]
+
+
+def test_a_kept_test_the_fresh_check_rejects_elsewhere_too_is_never_settled_by_the_seed(tmp_path):
+    from killbench.bundle import _differing, regate_entry
+
+    # seed-dependent, and also fails from the renamed directory: the hash seed is not the only
+    # thing that rejects it, so no replay settles it
+    src = ("from pkg.mod import f\n\ndef test_kill():\n"
+           "    assert HASHSEED in (\"0\", \"77\") and f(1) == 2 and (HASHSEED == \"77\" or not MOVED)\n")
+    old = Gate([ScriptedSandbox(tmp_path / "run")], baseline=None).check(src, MUT, target="pkg",
+                                                                          hashseeds={HASHSEED: "77"})
+    forged = old.model_copy(update={"tests": [t.model_copy(update={"kept": True, "reason": None,
+                                                                     "stage": MUTANT_DISGUISED})
+                                              for t in old.tests]})
+    assert verdicts(old) == [("test_kill", False, "flaky", ORDER)]
+    findings = []
+    fresh = regate_entry(Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None), forged, src,
+                         MUT, 0, findings)
+    assert verdicts(fresh) == [("test_kill", False, "flaky", HASHSEED)]
+    assert _differing(forged, fresh) != [] and findings == []
+
+
+def test_a_kept_test_that_notices_disguises_gets_one_fresh_draw_not_a_series(tmp_path):
+    from killbench.bundle import _differing, regate_entry
+
+    # seed-dependent and passing on about half the disguises of the clean code; the bundle
+    # strips its disguise seeds, which would give an older bundle's series of 16 draws
+    src = ("import zlib\nfrom pkg.mod import f\n\ndef test_kill():\n"
+           "    assert HASHSEED in (\"0\", \"77\") and f(1) == 2\n"
+           f"    assert MODULE_TEXT == {MODULE!r} or zlib.crc32(MODULE_TEXT.encode()) % 2 == 0\n")
+    runs = {r: Gate([ScriptedSandbox(tmp_path / f"r{r}")], baseline=None, rng=random.Random(r)).check(
+        src, MUT, target="pkg", hashseeds={HASHSEED: "77"}) for r in range(12)}
+    kept = [e for e in runs.values() if verdicts(e) == [("test_kill", True, None, MUTANT_DISGUISED)]]
+    noticed = [r for r, e in runs.items() if verdicts(e) == [("test_kill", False, "gaming", NEUTRAL)]]
+    assert kept and noticed  # both occur: the verdict depends on the disguise
+    old = _strip_disguise_seeds(kept[0])
+    findings = []
+    # verify's own draw (the same as a run with rng `noticed[0]`) disguises it out: that stands
+    fresh = regate_entry(Gate([ScriptedSandbox(tmp_path / "verify")], baseline=None,
+                              rng=random.Random(noticed[0])), old, src, MUT, 0, findings)
+    assert _differing(old, fresh) != [] and findings == []
 
 
 def _disguised_texts(sb):
