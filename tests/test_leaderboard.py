@@ -192,8 +192,11 @@ def test_cite_prints_the_block_of_a_verified_bundle_only(tmp_path):
     write_record(b, ["a difference"], score)  # a verify that failed is no verification
     with pytest.raises(UserError, match="did not pass"):
         citation(b)
-    write_record(b, [], score)
+    write_record(b, [], score, [f"finding {i}" for i in range(250)])
     forged = json.loads((b.parent / (b.name + ".verified.json")).read_text())
+    # findings are no differences: the verify passed, and the record keeps them (the first 200)
+    assert forged["outcome"] == "passed" and forged["findings_count"] == 250
+    assert forged["findings"] == [f"finding {i}" for i in range(200)]
     forged["result"]["k"] = 25  # a record edited to cite more kills than the evidence gives
     (b.parent / (b.name + ".verified.json")).write_text(json.dumps(forged))
     plain, bib = citation(b)
