@@ -492,7 +492,9 @@ def write_leaderboard(folder: Path, out: Path, reexecute: int | None = 2, seed: 
              "rules, budgets, isolation and gate calls are checked), is not listed with numbers. "
              "\"verified\" means a full `killbench verify` of the same bytes passed on this "
              "benchmark (its record, beside the bundle, is a claim anyone can check by running "
-             "verify again; the numbers shown never come from it).", "",
+             "verify again; the numbers shown never come from it). Where that verify found kept "
+             "tests that pass under the run's recorded hash seed but not under its own (a "
+             "finding, not a difference: docs/DESIGN.md), their count follows the date.", "",
              "\"kills\" counts over the targets an entry ran, with a 95% interval; \"of the "
              "split\" counts the same kills over every target's tasks in the entry's split (a "
              "target not run kills nothing). \"targets\" says how many targets were scored "
@@ -596,6 +598,8 @@ def _table(listed: list[Entry], status: dict, tasks: dict[str, list[str]], manif
         tpk = score.get("tokens_per_kill")
         verified = verified_record(e.path)
         checked = f"verified {verified['date'][:10]}" if verified else e.checked
+        if verified and verified.get("findings_count"):
+            checked += f" ({verified['findings_count']} seed-dependent kept tests)"
         rows.append([groups.get(e.path.name, "-"), f"{gen['name']} {gen.get('version', '')}".strip(),
                      config.get("model") or "-", _budget_cell(config), rules,
                      score["run"].get("isolation", "-"), gate_calls, f"{wall:.0f} s", targets,

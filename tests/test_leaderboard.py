@@ -197,6 +197,8 @@ def test_cite_prints_the_block_of_a_verified_bundle_only(tmp_path):
     # findings are no differences: the verify passed, and the record keeps them (the first 200)
     assert forged["outcome"] == "passed" and forged["findings_count"] == 250
     assert forged["findings"] == [f"finding {i}" for i in range(200)]
+    board = write_leaderboard(b.parent, tmp_path / "board.md", reexecute=None).read_text()
+    assert f"verified {forged['date'][:10]} (250 seed-dependent kept tests)" in board
     forged["result"]["k"] = 25  # a record edited to cite more kills than the evidence gives
     (b.parent / (b.name + ".verified.json")).write_text(json.dumps(forged))
     plain, bib = citation(b)
