@@ -204,7 +204,7 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
         verdict, killed_by, detail = classify(report, sandbox)
         if verdict == "missing" and tests is not None:
             selection = "full"
-            report = _run(sandbox, baseline, None, settings)
+            report = _run(sandbox, baseline, None, settings, mutant)
             verdict, killed_by, detail = classify(report, sandbox)
     finally:
         sandbox.restore()
@@ -214,7 +214,9 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
         selection = "full"
         sandbox.write(mutant.path, apply(original, mutant))
         try:
-            report = _run(sandbox, baseline, None, settings)
+            # the mutant is passed on so that a forked runner whose server already holds the
+            # mutated module (a conftest imported it) hands the run to the plain path
+            report = _run(sandbox, baseline, None, settings, mutant)
             verdict, killed_by, detail = classify(report, sandbox)
         finally:
             sandbox.restore()

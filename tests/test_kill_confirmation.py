@@ -67,12 +67,21 @@ def test_lookup():
 '''
 
 
+# A conftest that imports the target while pytest configures (semver's does): the forked
+# runner's server then holds clean code, so its full-suite run of the mutant must not be read
+# as the mutant's (it goes to the plain path, as for any mutant such a server cannot apply).
+CONFTEST = "import registry  # noqa: F401\n"
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("conftest", [None, CONFTEST], ids=["no-conftest", "conftest-imports-target"])
 def test_a_covering_selection_that_fails_alone_on_clean_code_sends_the_mutant_to_the_full_suite(
-        use_cache, tmp_path):
+        use_cache, tmp_path, conftest):
     project = tmp_path / "registry"
     (project / "src" / "registry").mkdir(parents=True)
     (project / "tests").mkdir()
+    if conftest:
+        (project / "tests" / "conftest.py").write_text(conftest)
     (project / "pyproject.toml").write_text(PYPROJECT)
     (project / "src" / "registry" / "__init__.py").write_text(SOURCE)
     (project / "tests" / "test_a.py").write_text(TEST_A)
