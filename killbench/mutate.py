@@ -1,6 +1,7 @@
 """Enumerate the mutants of a source file: ids, spans, functions, unkillable reasons.
 
-Every proposal from the operators is applied to the file's bytes and compiled:
+Every proposal from the operators is applied to the file's bytes and compiled (its
+statement alone first, the whole file when that is not conclusive: ``_Statements``):
 one that does not compile is kept with the verdict ``invalid`` (it is reported, never
 run); one that compiles to the same bytecode as the original is flagged unkillable
 ("identical bytecode"). Mutants inside ``if TYPE_CHECKING:`` and in annotations that
@@ -160,6 +161,87 @@ def _compile(data: bytes, filename: str):
         return compile(data, filename, "exec", dont_inherit=True)
 
 
+class _Statements:
+    """Compiles a mutant's statement alone rather than its whole file: a mutant changes one
+    top-level statement (or one method of a top-level class), and such a statement compiles
+    alone (with the module's ``__future__`` flags; a method inside a class of its own) to
+    code that differs from the original's exactly when the whole module's would, at the
+    cost of the statement, not the file. The alone compile is only a filter: a mutant that
+    fails to compile alone, or compiles to identical code, is compiled whole again, so
+    those two outcomes and the error text always come from the module itself.
+    bench/enumerate_equivalence.py checks the two ways agree on every pin."""
+
+    def __init__(self, tree: ast.Module, src: Source):
+        import __future__
+
+        self.src = src
+        self.flags = 0
+        self.starts: list[int] = []
+        self.units: list[tuple[int, int, bytes]] = []  # (start, end, prefix) of each top-level statement
+        self.methods: dict[int, list[tuple[int, int, bytes]]] = {}  # top-level index -> its methods
+        self._original: dict[tuple[int, int], types.CodeType | None] = {}
+        for stmt in tree.body:
+            if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+                for alias in stmt.names:
+                    self.flags |= getattr(getattr(__future__, alias.name, None), "compiler_flag", 0)
+            first = self._first(stmt)
+            self.starts.append(src.offset(first.lineno, first.col_offset))
+            self.units.append((self.starts[-1], src.offset(stmt.end_lineno, stmt.end_col_offset), b""))
+            if isinstance(stmt, ast.ClassDef):
+                self.methods[len(self.units) - 1] = [
+                    # from the start of its first line, indentation and all, under a class line
+                    (src.offset(self._first(m).lineno, 0), src.offset(m.end_lineno, m.end_col_offset),
+                     b"class _:\n")
+                    for m in stmt.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and self._alone_on_its_lines(m, src)]
+
+    @staticmethod
+    def _first(stmt: ast.stmt) -> ast.AST:
+        return min([stmt, *getattr(stmt, "decorator_list", [])], key=lambda n: (n.lineno, n.col_offset))
+
+    def _alone_on_its_lines(self, m: ast.stmt, src: Source) -> bool:
+        first = self._first(m)
+        return not src.data[src.offset(first.lineno, 0):src.offset(first.lineno, first.col_offset)].strip()
+
+    def _compile(self, data: bytes):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return compile(data, "<statement>", "exec", flags=self.flags, dont_inherit=True)
+
+    def _unit(self, p: Proposal) -> tuple[int, int, bytes] | None:
+        import bisect
+
+        i = bisect.bisect_right(self.starts, p.start) - 1
+        if i < 0 or p.end > self.units[i][1]:
+            return None
+        for unit in self.methods.get(i, ()):
+            if unit[0] <= p.start and p.end <= unit[1]:
+                return unit
+        return self.units[i]
+
+    def differs(self, p: Proposal) -> bool:
+        """True only when the mutant surely compiles in its module to code other than the
+        original's; False means: compile the whole file to know."""
+        unit = self._unit(p)
+        if unit is None:
+            return False
+        start, end, prefix = unit
+        data = self.src.data
+        if (start, end) not in self._original:
+            try:
+                self._original[start, end] = self._compile(prefix + data[start:end])
+            except (SyntaxError, ValueError):
+                self._original[start, end] = None
+        original = self._original[start, end]
+        if original is None:
+            return False
+        try:
+            code = self._compile(prefix + data[start:p.start] + p.replacement.encode("utf-8") + data[p.end:end])
+        except (SyntaxError, ValueError):
+            return False
+        return not _code_equal(code, original)
+
+
 def mutant_id(path: str, file_sha: str, p: Proposal) -> str:
     blob = "\0".join([path, file_sha, p.operator, str(p.start), str(p.end), p.replacement])
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
@@ -182,6 +264,7 @@ def enumerate_file(path: str, text: str, operators: Iterable[str] | None = None,
     ctx = _Context(tree, frozenset(non_behavioural))
     ctx.pragma_lines = _pragma_lines(src.data)
     original_code = _compile(src.data, path)
+    statements = _Statements(tree, src)
     file_sha = hashlib.sha256(src.data).hexdigest()
     seen: set[tuple] = set()
     for node in ast.walk(tree):
@@ -195,7 +278,7 @@ def enumerate_file(path: str, text: str, operators: Iterable[str] | None = None,
             if key in seen or src.get(p.start, p.end) == p.replacement:
                 continue
             seen.add(key)
-            yield _candidate(path, src, ctx, original_code, file_sha, p)
+            yield _candidate(path, src, ctx, original_code, file_sha, p, statements)
 
 
 def _pragma_lines(data: bytes) -> set[int]:
@@ -213,19 +296,21 @@ def _pragma_lines(data: bytes) -> set[int]:
     return lines
 
 
-def _candidate(path, src: Source, ctx: _Context, original_code, file_sha, p: Proposal) -> Candidate:
+def _candidate(path, src: Source, ctx: _Context, original_code, file_sha, p: Proposal,
+               statements: _Statements | None = None) -> Candidate:
     line, col = src.line_col(p.start)
     end_line, end_col = src.line_col(p.end)
     mutated = src.data[:p.start] + p.replacement.encode("utf-8") + src.data[p.end:]
     reason = UNKILLABLE_PRAGMA if line in getattr(ctx, "pragma_lines", ()) else ctx.unkillable(p.node) or ctx.behaviour(p.node, p.operator)
     compiles, error = True, None
-    try:
-        code = _compile(mutated, path)
-    except (SyntaxError, ValueError) as exc:
-        compiles, error = False, f"{type(exc).__name__}: {exc}"
-    else:
-        if reason is None and _code_equal(code, original_code):
-            reason = UNKILLABLE_IDENTICAL
+    if statements is None or not statements.differs(p):
+        try:
+            code = _compile(mutated, path)
+        except (SyntaxError, ValueError) as exc:
+            compiles, error = False, f"{type(exc).__name__}: {exc}"
+        else:
+            if reason is None and _code_equal(code, original_code):
+                reason = UNKILLABLE_IDENTICAL
     mutant = Mutant(
         id=mutant_id(path, file_sha, p), path=path, line=line, end_line=end_line, col=col,
         end_col=end_col, start=p.start, end=p.end, function=_enclosing_function(ctx, p.node),
