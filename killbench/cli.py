@@ -694,7 +694,7 @@ def manifests_verify(targets, sample, seed, jobs) -> None:
 
     from .config import resolve
     from .harness import default_jobs
-    from .manifests import load_manifests, verify_manifest
+    from .manifests import fresh_cache, load_manifests, verify_manifest
 
     found = load_manifests()
     names = list(targets) or sorted(found)
@@ -702,14 +702,17 @@ def manifests_verify(targets, sample, seed, jobs) -> None:
     if missing:
         raise click.BadParameter(f"no manifest for {missing}; built: {sorted(found)}")
     problems = []
-    for name in names:
-        start = time.monotonic()
-        diffs = verify_manifest(resolve(name), found[name], sample, seed, jobs or default_jobs())
-        click.echo(f"{name}: {'reproduced' if not diffs else f'{len(diffs)} differences'} "
-                   f"({min(sample, len(found[name]['mutants']))} mutants, {time.monotonic() - start:.0f} s)")
-        for d in diffs:
-            click.echo(f"  - {d}")
-        problems += diffs
+    with fresh_cache() as cache:
+        for name in names:
+            start = time.monotonic()
+            diffs = verify_manifest(resolve(name), found[name], sample, seed, jobs or default_jobs(),
+                                    cache)
+            click.echo(f"{name}: {'reproduced' if not diffs else f'{len(diffs)} differences'} "
+                       f"({min(sample, len(found[name]['mutants']))} mutants, "
+                       f"{time.monotonic() - start:.0f} s)")
+            for d in diffs:
+                click.echo(f"  - {d}")
+            problems += diffs
     sys.exit(int(ExitCode.CHECK_FAILED) if problems else 0)
 
 

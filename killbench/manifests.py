@@ -431,19 +431,29 @@ def current_digest(directory: Path | None = None) -> str | None:
 
 @contextmanager
 def fresh_cache():
-    """A throw-away cache root: verify downloads and builds everything from scratch."""
-    old = os.environ.get("KILLBENCH_CACHE")
+    """A throw-away cache root: verify downloads and builds everything from scratch. One
+    serves every pin of a `manifests verify`: what is a pin's own (its sdist, wheel, tree,
+    baseline, work) is keyed by the pin and built afresh for it; pins whose environments
+    have the same requirements share the one environment built from them in this root."""
     from .locations import cache_subdir
 
     with tempfile.TemporaryDirectory(prefix="manifests-verify-", dir=cache_subdir("tmp")) as tmp:
-        os.environ["KILLBENCH_CACHE"] = tmp
-        try:
+        with cache_at(Path(tmp)):
             yield Path(tmp)
-        finally:
-            if old is None:
-                os.environ.pop("KILLBENCH_CACHE", None)
-            else:
-                os.environ["KILLBENCH_CACHE"] = old
+
+
+@contextmanager
+def cache_at(root: Path):
+    """Use `root` as the cache root for the duration."""
+    old = os.environ.get("KILLBENCH_CACHE")
+    os.environ["KILLBENCH_CACHE"] = str(root)
+    try:
+        yield root
+    finally:
+        if old is None:
+            os.environ.pop("KILLBENCH_CACHE", None)
+        else:
+            os.environ["KILLBENCH_CACHE"] = old
 
 
 def check_draw(manifest: dict, enumerated: dict[str, Candidate] | None = None,
@@ -501,8 +511,10 @@ def check_draw(manifest: dict, enumerated: dict[str, Candidate] | None = None,
     return problems
 
 
-def verify_manifest(spec: TargetSpec, manifest: dict, sample: int, seed: int, jobs: int) -> list[str]:
-    """Re-run a seeded sample of the manifest's mutants from scratch; the differences."""
+def verify_manifest(spec: TargetSpec, manifest: dict, sample: int, seed: int, jobs: int,
+                    cache: Path | None = None) -> list[str]:
+    """Re-run a seeded sample of the manifest's mutants from scratch (in `cache`, a root
+    from `fresh_cache`, or one of its own); the differences."""
     from .harness import run_mutants
     from .records import Mutant
     from .runner import selection_for
@@ -510,7 +522,7 @@ def verify_manifest(spec: TargetSpec, manifest: dict, sample: int, seed: int, jo
     if manifest["target"] != {**spec.canonical(), "source_lines": manifest["target"]["source_lines"]}:
         return [f"{spec.name}: the pin differs from the one the manifest was built from"]
     build = BuildSettings.from_dict(manifest["build"])
-    with fresh_cache():
+    with (cache_at(cache) if cache is not None else fresh_cache()):
         target = prepare(spec)
         workdir = workdir_for(target)
         workdir.mkdir(parents=True, exist_ok=True)
