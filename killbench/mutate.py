@@ -180,10 +180,14 @@ class _Statements:
         self.units: list[tuple[int, int, bytes]] = []  # (start, end, prefix) of each top-level statement
         self.methods: dict[int, list[tuple[int, int, bytes]]] = {}  # top-level index -> its methods
         self._original: dict[tuple[int, int], types.CodeType | None] = {}
+        # up to the last `from __future__` import, the whole file decides: an edit there (the
+        # docstring turned into another statement) can make the import illegal in the module
+        self.future_end = 0
         for stmt in tree.body:
             if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
                 for alias in stmt.names:
                     self.flags |= getattr(getattr(__future__, alias.name, None), "compiler_flag", 0)
+                self.future_end = src.offset(stmt.end_lineno, stmt.end_col_offset)
             first = self._first(stmt)
             self.starts.append(src.offset(first.lineno, first.col_offset))
             self.units.append((self.starts[-1], src.offset(stmt.end_lineno, stmt.end_col_offset), b""))
@@ -212,7 +216,7 @@ class _Statements:
         import bisect
 
         i = bisect.bisect_right(self.starts, p.start) - 1
-        if i < 0 or p.end > self.units[i][1]:
+        if i < 0 or p.end > self.units[i][1] or p.start < self.future_end:
             return None
         for unit in self.methods.get(i, ()):
             if unit[0] <= p.start and p.end <= unit[1]:

@@ -8,6 +8,7 @@ runs the same comparison over every pin."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from unittest import mock
 
@@ -108,6 +109,22 @@ def test_a_mutant_that_breaks_only_in_its_module_is_found_by_the_whole_file():
     # is fine, so any mutant that removes `count = 0` must still compile or fail as the module says
     text = "def outer():\n    count = 0\n    def inner():\n        nonlocal count\n        return count\n    return inner\n"
     assert _enumerate("m.py", text, False) == _enumerate("m.py", text, True)
+
+
+def test_an_edit_before_a_future_import_is_judged_by_the_whole_file():
+    # a docstring that stops being one makes the `__future__` import after it a SyntaxError
+    # in the module, though the edited statement compiles alone
+    text = '"""doc"""\nfrom __future__ import annotations\nX = 1\n'
+    with mock.patch.object(mutate, "HANDLERS", {**mutate.HANDLERS, ast.Expr: _docstring_to_call}):
+        fast, whole = _enumerate("m.py", text, False, frozenset()), _enumerate("m.py", text, True, frozenset())
+    assert fast == whole
+    assert [v[0] for v in whole.values()].count(False) == 1
+
+
+def _docstring_to_call(src, node, ctx):
+    if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        start, end = src.span(node)
+        yield mutate.Proposal(start, end, "print()", "string-constant", node)
 
 
 @pytest.mark.parametrize("name", ["mutate.py", "operators.py", "behaviour.py", "runner.py"])
