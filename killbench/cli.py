@@ -184,6 +184,10 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True, sa
 @click.option("--warm/--no-warm", default=True, show_default=True,
               help="Run mutants in a warm runner (the suite collected once, each mutant in a "
                    "forked child); --no-warm runs every mutant in a fresh pytest process.")
+@click.option("--confirm-survivors/--no-confirm-survivors", default=True, show_default=True,
+              help="Judge a mutant that survives its covering tests again on the whole suite (a "
+                   "test that never runs a line can still see it through state another test "
+                   "left); --no-confirm-survivors saves that run and can report false survivors.")
 @click.option("--dry-run", is_flag=True,
               help="Count the mutants by operator, file and what would happen to them; run nothing.")
 @click.option("--fail-under", type=click.FloatRange(min=0, max=100), default=None, metavar="PCT",
@@ -198,7 +202,7 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True, sa
               help="With --scheduler: spread each target's mutants over N tasks (each worker "
                    "prepares the target in its own cache); one report per target, as without.")
 def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_floor, warm,
-           dry_run, fail_under, sample, seed, scheduler, chunks) -> None:
+           confirm_survivors, dry_run, fail_under, sample, seed, scheduler, chunks) -> None:
     """Run each TARGET's own suite against every mutant (pin names or project directories)."""
     from .config import resolve
     from .errors import UserError
@@ -229,7 +233,7 @@ def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_f
     if chunks is not None and not scheduler:
         raise UserError("--chunks spreads a target over a Dask cluster: give --scheduler too "
                         "(`local` for this machine)")
-    settings = RunSettings(timeout_factor, timeout_floor, warm)
+    settings = RunSettings(timeout_factor, timeout_floor, warm, confirm_survivors)
     per_task = _per_task_jobs(scheduler, jobs)
     if chunks:
         import time
@@ -701,18 +705,42 @@ def manifests_verify(targets, sample, seed, jobs) -> None:
     missing = [n for n in names if n not in found]
     if missing:
         raise click.BadParameter(f"no manifest for {missing}; built: {sorted(found)}")
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+    jobs = jobs or default_jobs()
+    # pins are verified side by side, a worker each: most of a pin's time (download, build,
+    # environment, three clean runs) is one process at a time, which would leave cores idle
+    lanes = max(1, min(jobs, len(names)))
+    specs = {n: resolve(n) for n in names}
+    # the longest suites start first, so the slowest pin is not the last one begun (the
+    # pins' informational `measured` figures order the work; they decide nothing)
+    names.sort(key=lambda n: -float(specs[n].extra.get("measured", {}).get("suite_seconds", 0) or 0))
+
+    def one(name: str) -> tuple[str, list[str], float]:
+        start = time.monotonic()
+        diffs = verify_manifest(specs[name], found[name], sample, seed, max(1, jobs // lanes), cache)
+        return name, diffs, time.monotonic() - start
+
     problems = []
-    with fresh_cache() as cache:
-        for name in names:
-            start = time.monotonic()
-            diffs = verify_manifest(resolve(name), found[name], sample, seed, jobs or default_jobs(),
-                                    cache)
-            click.echo(f"{name}: {'reproduced' if not diffs else f'{len(diffs)} differences'} "
-                       f"({min(sample, len(found[name]['mutants']))} mutants, "
-                       f"{time.monotonic() - start:.0f} s)")
-            for d in diffs:
-                click.echo(f"  - {d}")
-            problems += diffs
+    with fresh_cache() as cache, ThreadPoolExecutor(max_workers=lanes) as pool:
+        pending = {pool.submit(one, n) for n in names}
+        failed = None
+        while pending and failed is None:
+            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for fut in done:
+                if fut.exception() is not None:
+                    failed = failed or fut.exception()
+                    continue
+                name, diffs, seconds = fut.result()
+                click.echo(f"{name}: {'reproduced' if not diffs else f'{len(diffs)} differences'} "
+                           f"({min(sample, len(found[name]['mutants']))} mutants, {seconds:.0f} s)")
+                for d in diffs:
+                    click.echo(f"  - {d}")
+                problems += diffs
+        if failed is not None:
+            for fut in pending:
+                fut.cancel()
+            raise failed
     sys.exit(int(ExitCode.CHECK_FAILED) if problems else 0)
 
 

@@ -339,7 +339,7 @@ def mutate_header(target: PreparedTarget, ops, settings: RunSettings) -> dict:
     """What a mutate journal's results depend on."""
     return {"killbench": __version__, "fingerprint": target.fingerprint, "operators": sorted(ops),
             "timeout_factor": settings.timeout_factor, "timeout_floor": settings.timeout_floor,
-            "warm": settings.warm}
+            "warm": settings.warm, "confirm_survivors": settings.confirm_survivors}
 
 
 def mutate_journal_path(workdir: Path, header: dict) -> Path:

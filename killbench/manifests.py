@@ -76,9 +76,18 @@ class BuildSettings:
     timeout_factor: float = 3.0
     timeout_floor: float = 10.0
     non_behavioural: tuple = tuple(sorted(behaviour.SWITCHES))  # switches that are on
+    # survivors of their covering tests judged again on the whole suite (runner.run_mutant);
+    # benchmark 1.0.0 was built without it, and its build settings do not name it
+    confirm_survivors: bool = False
+
+    def run_settings(self) -> RunSettings:
+        return RunSettings(self.timeout_factor, self.timeout_floor,
+                           confirm_survivors=self.confirm_survivors)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
+        if not self.confirm_survivors:
+            del d["confirm_survivors"]  # the settings of a build without it read as they always did
         d["non_behavioural"] = {k: k in self.non_behavioural for k in sorted(behaviour.SWITCHES)}
         return d
 
@@ -230,7 +239,7 @@ def _build_manifest(spec: TargetSpec, target, settings: BuildSettings, jobs: int
     workdir = workdir_for(target)
     workdir.mkdir(parents=True, exist_ok=True)
     baseline = load_or_run_baseline(target, workdir)
-    run_settings = RunSettings(settings.timeout_factor, settings.timeout_floor)
+    run_settings = settings.run_settings()
     all_default = enumerate_target(target, default_operators(), settings.categories)
     all_family = enumerate_target(target, held_out_operators(), settings.categories)
     everything = {c.mutant.id: c for c in all_default + all_family}
@@ -552,7 +561,7 @@ def verify_manifest(spec: TargetSpec, manifest: dict, sample: int, seed: int, jo
             else:
                 outcomes[i] = out
         run_mutants(target, baseline, todo, workdir, jobs, lambda m, o: outcomes.__setitem__(m.id, o),
-                    RunSettings(build.timeout_factor, build.timeout_floor), sandbox_prefix="verify")
+                    build.run_settings(), sandbox_prefix="verify")
         for rec in picked:
             i = rec["id"]
             got_v, got_r = outcomes[i].verdict, reaches[i].reachable

@@ -112,3 +112,67 @@ def test_a_covering_selection_that_fails_alone_on_clean_code_sends_the_mutant_to
     assert in_double and all(m["selection"] == "covering" for m in in_double)
     assert {i: (m["verdict"], m["selection"]) for i, m in warm.items()} == \
         {i: (m["verdict"], m["selection"]) for i, m in plain.items()}
+
+
+CACHED = '''\
+_TABLE = {}
+
+
+def table():
+    if not _TABLE:
+        _TABLE["a"] = 1
+        _TABLE["b"] = 2
+    return _TABLE
+
+
+def first():
+    return table()["a"]
+'''
+
+TEST_FIRST = '''\
+from registry import first
+
+
+def test_first():
+    assert first() == 1
+'''
+
+TEST_TABLE = '''\
+from registry import table
+
+
+def test_table():
+    assert table()["b"] == 2
+'''
+
+
+@pytest.mark.slow
+def test_a_survivor_of_its_covering_tests_is_judged_again_on_the_whole_suite(use_cache, tmp_path):
+    """`_TABLE["b"] = 2` runs once, while test_first fills the cache, so test_first is its only
+    covering test and passes whatever the line stores; test_table, which runs later and never
+    executes the line, reads the value. The mutant survives its covering tests and dies on the
+    whole suite: a survivor is only reported once the whole suite agrees."""
+    project = tmp_path / "registry"
+    (project / "src" / "registry").mkdir(parents=True)
+    (project / "tests").mkdir()
+    (project / "pyproject.toml").write_text(PYPROJECT)
+    (project / "src" / "registry" / "__init__.py").write_text(CACHED)
+    (project / "tests" / "test_first.py").write_text(TEST_FIRST)
+    (project / "tests" / "test_table.py").write_text(TEST_TABLE)
+    docs = {}
+    for flag in ("--confirm-survivors", "--no-confirm-survivors"):
+        out = tmp_path / f"{flag}.json"
+        p = subprocess.run([sys.executable, "-m", "killbench.cli", "mutate", str(project), flag,
+                            "--jobs", "1", "--fresh", "--json", str(out)], capture_output=True,
+                           text=True, timeout=900, env={**os.environ, "KILLBENCH_CACHE": str(use_cache)})
+        assert p.returncode == 0, p.stderr
+        docs[flag] = {m["id"]: m for m in json.loads(out.read_text())["mutants"]}
+    stores_b = [m for m in docs["--confirm-survivors"].values()
+                if m["line"] == 7 and m["original"] == "2" and m["operator"] == "number-constant"]
+    assert len(stores_b) == 1, [(m["line"], m["original"], m["operator"]) for m in docs["--confirm-survivors"].values()]
+    m = stores_b[0]
+    assert m["covered_by"] == ["tests/test_first.py::test_first"], m
+    assert (m["verdict"], m["selection"]) == ("killed", "full"), m
+    assert m["killed_by"]["test"] == "tests/test_table.py::test_table", m
+    unconfirmed = docs["--no-confirm-survivors"][m["id"]]
+    assert (unconfirmed["verdict"], unconfirmed["selection"]) == ("survived", "covering"), unconfirmed
