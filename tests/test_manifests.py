@@ -131,3 +131,20 @@ def test_the_draw_is_re_derived_from_the_records():
     assert set(roles.values()) != {"sample"}  # the example has capped or surplus mutants
     edited = dict(m, mutants=[dict(r, role="sample") for r in m["mutants"]])
     assert any("the draw's rules give" in p for p in check_draw(edited))
+
+
+def test_build_settings_of_the_committed_manifests_read_back_unchanged_and_without_survivor_confirmation():
+    """1.0.0 was built judging survivors on their covering tests only: its settings must read
+    back as they were written (the digest depends on them) and verify must reproduce that
+    procedure; a build that confirms survivors says so in its settings."""
+    from killbench.manifests import BuildSettings, load_manifests
+
+    for name, m in load_manifests().items():
+        settings = BuildSettings.from_dict(m["build"])
+        assert settings.to_dict() == m["build"], name
+        assert settings.run_settings().confirm_survivors is False, name
+    confirming = BuildSettings.from_dict({**next(iter(load_manifests().values()))["build"],
+                                          "confirm_survivors": True})
+    assert confirming.to_dict()["confirm_survivors"] is True
+    assert confirming.run_settings().confirm_survivors is True
+    assert BuildSettings.from_dict(confirming.to_dict()) == confirming
