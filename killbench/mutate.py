@@ -164,14 +164,18 @@ def _compile(data: bytes, filename: str):
 class _Statements:
     """Compiles a mutant's statement alone rather than its whole file: a mutant changes one
     top-level statement (or one method of a top-level class), and such a statement compiles
-    alone (with the module's ``__future__`` flags; a method inside a class of its own) to
-    code that differs from the original's exactly when the whole module's would, at the
-    cost of the statement, not the file. The alone compile is only a filter: a mutant that
-    fails to compile alone, or compiles to identical code, is compiled whole again, so
-    those two outcomes and the error text always come from the module itself.
+    alone (after a `pass`, so that a bare string is never taken for the docstring; with the
+    module's ``__future__`` flags; a method inside a class of its own) to code that differs
+    from the original's when the whole module's does, at the cost of the statement, not the
+    file. The alone compile is only a filter: a mutant that fails to compile alone, or
+    compiles to identical code, is compiled whole again, so those two outcomes and the error
+    text always come from the module itself. The shortcut is not taken where the module
+    context can change the answer: a statement the module compiles to no code at all (dead
+    after a top-level `raise` or endless loop), an edit before a `__future__` import, a file
+    with a `global` or `nonlocal` outside functions, or a coding cookie other than UTF-8.
     bench/enumerate_equivalence.py checks the two ways agree on every pin."""
 
-    def __init__(self, tree: ast.Module, src: Source):
+    def __init__(self, tree: ast.Module, src: Source, module_code: types.CodeType):
         import __future__
 
         self.src = src
@@ -180,6 +184,8 @@ class _Statements:
         self.units: list[tuple[int, int, bytes]] = []  # (start, end, prefix) of each top-level statement
         self.methods: dict[int, list[tuple[int, int, bytes]]] = {}  # top-level index -> its methods
         self._original: dict[tuple[int, int], types.CodeType | None] = {}
+        self.enabled = _utf8_source(src.data) and not _global_outside_functions(tree)
+        self.live_lines = _lines_with_code(module_code)
         # up to the last `from __future__` import, the whole file decides: an edit there (the
         # docstring turned into another statement) can make the import illegal in the module
         self.future_end = 0
@@ -190,14 +196,20 @@ class _Statements:
                 self.future_end = src.offset(stmt.end_lineno, stmt.end_col_offset)
             first = self._first(stmt)
             self.starts.append(src.offset(first.lineno, first.col_offset))
-            self.units.append((self.starts[-1], src.offset(stmt.end_lineno, stmt.end_col_offset), b""))
+            live = self._live(first.lineno, stmt.end_lineno)
+            self.units.append((self.starts[-1], src.offset(stmt.end_lineno, stmt.end_col_offset),
+                               b"pass\n") if live else None)
             if isinstance(stmt, ast.ClassDef):
                 self.methods[len(self.units) - 1] = [
                     # from the start of its first line, indentation and all, under a class line
                     (src.offset(self._first(m).lineno, 0), src.offset(m.end_lineno, m.end_col_offset),
                      b"class _:\n")
                     for m in stmt.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    and self._alone_on_its_lines(m, src)]
+                    and self._alone_on_its_lines(m, src) and self._live(self._first(m).lineno, m.end_lineno)]
+
+    def _live(self, first: int, last: int) -> bool:
+        """Whether the module has any code on these lines (dead statements have none)."""
+        return any(line in self.live_lines for line in range(first, last + 1))
 
     @staticmethod
     def _first(stmt: ast.stmt) -> ast.AST:
@@ -216,7 +228,8 @@ class _Statements:
         import bisect
 
         i = bisect.bisect_right(self.starts, p.start) - 1
-        if i < 0 or p.end > self.units[i][1] or p.start < self.future_end:
+        if not self.enabled or i < 0 or self.units[i] is None or p.end > self.units[i][1] \
+                or p.start < self.future_end:
             return None
         for unit in self.methods.get(i, ()):
             if unit[0] <= p.start and p.end <= unit[1]:
@@ -246,6 +259,39 @@ class _Statements:
         return not _code_equal(code, original)
 
 
+def _utf8_source(data: bytes) -> bool:
+    """No coding cookie, or a UTF-8 one: a statement compiled alone is decoded as its file is."""
+    import re
+
+    for line in data.split(b"\n", 2)[:2]:
+        m = re.match(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", line)
+        if m:
+            return m.group(1).decode("ascii", "replace").lower().replace("_", "-") in ("utf-8", "utf8")
+    return True
+
+
+def _global_outside_functions(tree: ast.Module) -> bool:
+    """A `global` or `nonlocal` in module or class code: it can make a use elsewhere in the
+    module illegal, which no statement compiled alone would show."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _lines_with_code(code: types.CodeType) -> set[int]:
+    lines = {line for _, _, line in code.co_lines() if line is not None}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            lines |= _lines_with_code(const)
+    return lines
+
+
 def mutant_id(path: str, file_sha: str, p: Proposal) -> str:
     blob = "\0".join([path, file_sha, p.operator, str(p.start), str(p.end), p.replacement])
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
@@ -268,7 +314,7 @@ def enumerate_file(path: str, text: str, operators: Iterable[str] | None = None,
     ctx = _Context(tree, frozenset(non_behavioural))
     ctx.pragma_lines = _pragma_lines(src.data)
     original_code = _compile(src.data, path)
-    statements = _Statements(tree, src)
+    statements = _Statements(tree, src, original_code)
     file_sha = hashlib.sha256(src.data).hexdigest()
     seen: set[tuple] = set()
     for node in ast.walk(tree):

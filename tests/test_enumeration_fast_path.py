@@ -132,3 +132,23 @@ def test_killbench_modules_enumerate_the_same_both_ways(name):
     path = Path(mutate.__file__).parent / name
     text = path.read_text()
     assert _enumerate(name, text, False) == _enumerate(name, text, True)
+
+
+# where the module context changes the answer (found by a review): each must enumerate as
+# the whole file does
+CONTEXT_CASES = {
+    "dead after a top-level raise": 'raise ImportError("no")\nx = 1\ndef f():\n    return 2\n',
+    "dead after an endless loop": 'while True:\n    pass\nx = 1\ndef f():\n    return x + 2\n',
+    "dead method after a raise in the class": 'class A:\n    raise ImportError\n    def f(self):\n        return 2\n',
+    "a bare string that alone would be a docstring": 'x = 1\n"""Timeout."""\n"Section: " + "helpers"\n',
+    # the string mutant of an escaped "\u00e9" writes the character itself, which ascii cannot hold
+    "a coding cookie other than UTF-8": '# coding: ascii\nx = "\\u00e9"\ny = x + "d"\n',
+    "a global after a use": 'try:\n    pass\nexcept KeyError:\n    pass\nglobal Exception\n',
+}
+
+
+@pytest.mark.parametrize("rules", [mutate.behaviour.ALL, frozenset()], ids=["rules-on", "rules-off"])
+@pytest.mark.parametrize("case", sorted(CONTEXT_CASES))
+def test_the_module_context_decides_where_it_can_change_the_answer(case, rules):
+    text = CONTEXT_CASES[case]
+    assert _enumerate("m.py", text, False, rules) == _enumerate("m.py", text, True, rules)
