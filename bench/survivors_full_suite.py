@@ -61,7 +61,11 @@ def report(manifests: dict[str, dict], out: Path) -> None:
             rows.append([name, "not run", "", "", ""])
             continue
         lines = [json.loads(line) for line in path.read_text().splitlines()]
-        killed = {r["id"]: r for r in lines if r["outcome"]["verdict"] != "survived"}
+        killed = {r["id"]: r for r in lines if r["outcome"]["verdict"] == "killed"}
+        other = Counter(r["outcome"]["verdict"] for r in lines
+                        if r["outcome"]["verdict"] not in ("killed", "survived"))
+        if other:
+            print(f"{name}: neither killed nor survived on the whole suite: {dict(other)}")
         killed_ids |= set(killed)
         tasks, lite = set(m["task_set"]), set(m["splits"]["lite"])
         checked = Counter(r["role"] for r in lines)

@@ -701,11 +701,12 @@ def manifests_verify(targets, sample, seed, jobs) -> None:
     from .manifests import fresh_cache, load_manifests, verify_manifest
 
     found = load_manifests()
-    names = list(targets) or sorted(found)
+    names = list(dict.fromkeys(targets)) or sorted(found)  # a pin named twice is verified once
     missing = [n for n in names if n not in found]
     if missing:
         raise click.BadParameter(f"no manifest for {missing}; built: {sorted(found)}")
-    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+    import queue
+    import threading
 
     jobs = jobs or default_jobs()
     # pins are verified side by side, a worker each: most of a pin's time (download, build,
@@ -722,25 +723,55 @@ def manifests_verify(targets, sample, seed, jobs) -> None:
         return name, diffs, time.monotonic() - start
 
     problems = []
-    with fresh_cache() as cache, ThreadPoolExecutor(max_workers=lanes) as pool:
-        pending = {pool.submit(one, n) for n in names}
-        failed = None
-        while pending and failed is None:
-            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
-            for fut in done:
-                if fut.exception() is not None:
-                    failed = failed or fut.exception()
-                    continue
-                name, diffs, seconds = fut.result()
-                click.echo(f"{name}: {'reproduced' if not diffs else f'{len(diffs)} differences'} "
-                           f"({min(sample, len(found[name]['mutants']))} mutants, {seconds:.0f} s)")
-                for d in diffs:
-                    click.echo(f"  - {d}")
-                problems += diffs
-        if failed is not None:
-            for fut in pending:
-                fut.cancel()
-            raise failed
+    failed = None
+    todo: queue.Queue = queue.Queue()
+    for name in names:
+        todo.put(name)
+    results: queue.Queue = queue.Queue()
+    stop = threading.Event()
+
+    def lane() -> None:
+        # a daemon thread: an interrupt ends the process without waiting for a pin to finish
+        try:
+            while not stop.is_set():
+                try:
+                    name = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    results.put(("done", one(name)))
+                except BaseException as exc:  # no new pin starts; the ones running finish
+                    stop.set()
+                    results.put(("failed", exc))
+        finally:
+            results.put(("lane ended", None))
+
+    with fresh_cache() as cache:
+        try:
+            for _ in range(lanes):
+                threading.Thread(target=lane, daemon=True).start()
+            running = lanes
+            while running:
+                kind, value = results.get()
+                if kind == "lane ended":
+                    running -= 1
+                elif kind == "failed":
+                    failed = failed or value
+                else:
+                    name, diffs, seconds = value
+                    click.echo(f"{name}: {'reproduced' if not diffs else f'{len(diffs)} differences'} "
+                               f"({min(sample, len(found[name]['mutants']))} mutants, {seconds:.0f} s)")
+                    for d in diffs:
+                        click.echo(f"  - {d}")
+                    problems += diffs
+        except BaseException:
+            stop.set()
+            from . import executor
+
+            executor.kill_all()  # before the fresh cache is removed under the runs
+            raise
+    if failed is not None:
+        raise failed
     sys.exit(int(ExitCode.CHECK_FAILED) if problems else 0)
 
 

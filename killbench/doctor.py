@@ -170,14 +170,20 @@ def _run_doctor(spec, target, jobs, sample, seed, settings) -> tuple[list[Check]
     # 5. the warm runner gives the plain path's verdicts
     import dataclasses
 
+    # the runners on their own: both sides without the whole-suite confirmation of survivors,
+    # which would judge again (and so hide) a warm runner that never saw a mutant
+    alone = dataclasses.replace(settings, confirm_survivors=False)
+    fast: dict[str, Outcome] = {}
     plain: dict[str, Outcome] = {}
+    run_mutants(target, baseline, todo, workdir, jobs, lambda m, o: fast.__setitem__(m.id, o),
+                alone, sandbox_prefix="doctor-w")
     run_mutants(target, baseline, todo, workdir, jobs, lambda m, o: plain.__setitem__(m.id, o),
-                dataclasses.replace(settings, warm=False), sandbox_prefix="doctor-plain")
-    warm = [m for m, _ in todo if parallel[m.id].runner in ("warm", "fork")]
-    forked = sum(1 for m in warm if parallel[m.id].runner == "fork")
-    diff = [f"{m.id} {m.path}:{m.line} {m.operator}: {parallel[m.id].runner} "
-            f"{parallel[m.id].verdict}, plain {plain[m.id].verdict}"
-            for m in warm if parallel[m.id].verdict != plain[m.id].verdict]
+                dataclasses.replace(alone, warm=False), sandbox_prefix="doctor-plain")
+    warm = [m for m, _ in todo if fast[m.id].runner in ("warm", "fork")]
+    forked = sum(1 for m in warm if fast[m.id].runner == "fork")
+    diff = [f"{m.id} {m.path}:{m.line} {m.operator}: {fast[m.id].runner} "
+            f"{fast[m.id].verdict}, plain {plain[m.id].verdict}"
+            for m in warm if fast[m.id].verdict != plain[m.id].verdict]
     checks.append(Check(
         "warm runner equals plain",
         f"identical verdicts for the sampled mutants the warm or forked runner judged and the plain path",
@@ -185,7 +191,8 @@ def _run_doctor(spec, target, jobs, sample, seed, settings) -> tuple[list[Check]
         f"collection; {len(todo) - len(warm)} of {len(todo)} sampled mutants ran the plain way)",
         not diff and (len(warm) > 0 or not settings.warm), diff))
 
-    # 6. covering-tests selection equals the full suite; unreached mutants survive the full suite
+    # 6. what the instrument reports (survivors of their covering tests judged again on the
+    # whole suite when the settings say so) equals the full suite; unreached mutants survive it
     sel_sample = [c for c in picked if not reaches[c.mutant.id].import_time]
     extra = rng.sample(unreached, min(max(2, sample // 4), len(unreached)))
     full: dict[str, Outcome] = {}

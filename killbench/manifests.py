@@ -446,7 +446,8 @@ def fresh_cache():
     have the same requirements share the one environment built from them in this root."""
     from .locations import cache_subdir
 
-    with tempfile.TemporaryDirectory(prefix="manifests-verify-", dir=cache_subdir("tmp")) as tmp:
+    with tempfile.TemporaryDirectory(prefix="manifests-verify-", dir=cache_subdir("tmp"),
+                                     ignore_cleanup_errors=True) as tmp:
         with cache_at(Path(tmp)):
             yield Path(tmp)
 

@@ -236,8 +236,7 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
             verdict, killed_by, detail = classify(report, sandbox)
         finally:
             sandbox.restore()
-        if verdict != "survived":
-            detail = ((detail or "") + " (survived its covering tests; judged on the full suite)").strip()
+        detail = ((detail or "") + " (survived its covering tests; judged on the full suite)").strip()
     if verdict == "missing":
         verdict = "harness-error"
     if verdict == "check":

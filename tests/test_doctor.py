@@ -35,7 +35,7 @@ def test_doctor_catches_mutants_written_to_the_wrong_copy(fixture_target, use_ca
     assert "no stale bytecode" in failed
 
 
-def _doctor(fixture_target, monkeypatch=None, patch=None):
+def _doctor(fixture_target, monkeypatch=None, patch=None, settings=FAST):
     """The doctor on a fresh copy of `basic`, with `patch(target)` applied after the
     baseline exists (a fault in the baseline itself is refused before doctor starts)."""
     from killbench.harness import load_or_run_baseline, workdir_for
@@ -46,7 +46,7 @@ def _doctor(fixture_target, monkeypatch=None, patch=None):
     load_or_run_baseline(target, workdir_for(target))
     if patch is not None:
         patch(target)
-    checks, _ = run_doctor(spec, jobs=2, sample=6, settings=FAST)
+    checks, _ = run_doctor(spec, jobs=2, sample=6, settings=settings)
     return {c.name: c for c in checks}
 
 
@@ -116,7 +116,11 @@ def test_warm_check_fails_when_the_warm_runner_skips_the_mutant(fixture_target, 
 @pytest.mark.slow
 def test_covering_check_fails_when_the_selection_misses_the_killing_test(fixture_target,
                                                                          use_cache, monkeypatch):
-    """Every mutant is run against one test that executes none of its lines."""
+    """Every mutant is run against one test that executes none of its lines. Without the
+    whole-suite confirmation of survivors the check sees the selection's false survivors;
+    with it (the default) they are judged again on the whole suite and the verdicts hold."""
+    import dataclasses
+
     import killbench.doctor as doctor
 
     real = doctor.selection_for
@@ -129,10 +133,17 @@ def test_covering_check_fails_when_the_selection_misses_the_killing_test(fixture
         return others[:1] or covering
 
     monkeypatch.setattr(doctor, "selection_for", selection)
-    checks = _doctor(fixture_target)
+    copies: dict = {}
+
+    def once(name):  # one copy of the fixture for both doctor runs
+        return copies.setdefault(name, copies.get(name) or fixture_target(name))
+
+    checks = _doctor(once, settings=dataclasses.replace(FAST, confirm_survivors=False))
     c = checks["covering tests equal the full suite"]
     assert not c.ok
     assert any("covering survived, full suite killed" in d for d in c.details)
+    confirmed = _doctor(once)
+    assert confirmed["covering tests equal the full suite"].ok, confirmed["covering tests equal the full suite"]
 
 
 @pytest.mark.slow

@@ -71,20 +71,39 @@ class Sandbox:
 MUTATED, CLEAN = True, False
 
 
-def go(tmp_path, script, tests=("t.py::a",), clean=None):
+def go(tmp_path, script, tests=("t.py::a",), clean=None, settings=runner.RunSettings()):
     sb = Sandbox(tmp_path, script)
-    out = runner.run_mutant(sb, Baseline(), MUT, None if tests is None else list(tests), clean=clean)
+    out = runner.run_mutant(sb, Baseline(), MUT, None if tests is None else list(tests), settings,
+                            clean=clean)
     assert (sb.tree / "pkg/mod.py").read_bytes() == MODULE  # always put back
     assert sb.script == []  # every scripted run was asked for
     return out, sb.calls
 
 
 def test_a_mutant_the_tests_pass_on_survived(tmp_path):
-    out, calls = go(tmp_path, [rep(0, [PASS])])
+    # its covering tests pass, and so does the whole suite it is then judged on
+    out, calls = go(tmp_path, [rep(0, [PASS]), rep(0, [PASS])])
     assert (out.verdict, out.killed_by, out.selection, out.ran, out.runner) == \
-        ("survived", None, "covering", True, "plain")
-    assert calls == [(MUTATED, ["t.py::a"])]
+        ("survived", None, "full", True, "plain")
+    assert out.detail == "(survived its covering tests; judged on the full suite)"
+    assert calls == [(MUTATED, ["t.py::a"]), (MUTATED, None)]
     assert 0.0 <= out.duration_s < 5.0
+    # without the confirmation, the covering tests' word is the verdict
+    out, calls = go(tmp_path / "2", [rep(0, [PASS])],
+                    settings=runner.RunSettings(confirm_survivors=False))
+    assert (out.verdict, out.selection, out.detail) == ("survived", "covering", None)
+    assert calls == [(MUTATED, ["t.py::a"])]
+
+
+def test_a_survivor_of_its_covering_tests_that_the_whole_suite_kills_is_killed(tmp_path):
+    out, calls = go(tmp_path, [rep(0, [PASS]), rep(1, [FAIL])])
+    assert (out.verdict, out.killed_by.test, out.selection) == ("killed", "t.py::a", "full")
+    assert out.detail == "(survived its covering tests; judged on the full suite)"
+    assert calls == [(MUTATED, ["t.py::a"]), (MUTATED, None)]
+    # an odd end of that whole-suite run is checked on clean code, as any whole-suite run's
+    out, calls = go(tmp_path / "2", [rep(0, [PASS]), rep(-11, [], finished=False), rep(0, [PASS])])
+    assert (out.verdict, out.killed_by.kind, out.selection) == ("killed", "crash", "full")
+    assert calls == [(MUTATED, ["t.py::a"]), (MUTATED, None), (CLEAN, None)]
 
 
 def test_a_failing_test_kills_and_the_whole_suite_is_full(tmp_path):
@@ -192,7 +211,7 @@ def test_the_mutated_text_is_what_the_run_sees(tmp_path):
     sb.run_pytest = lambda args, select, exclude, timeout: (
         seen.append((sb.tree / "pkg/mod.py").read_bytes()) or (rep(0, [PASS]), None))
     runner.run_mutant(sb, Baseline(), MUT, ["t.py::a"])
-    assert seen == [apply(MODULE, MUT)]
+    assert seen == [apply(MODULE, MUT)] * 2  # its covering tests, then the whole suite
 
 
 def test_an_odd_end_of_the_whole_suite_after_missing_tests_is_checked_on_the_whole_suite(tmp_path):
@@ -249,5 +268,5 @@ def test_a_clean_run_records_its_duration_to_the_millisecond(tmp_path, monkeypat
 
 def test_a_mutant_run_records_its_duration_to_the_millisecond(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "time", Clock(50.0, 50.12345678))
-    out, _ = go(tmp_path, [rep(0, [PASS])])
+    out, _ = go(tmp_path, [rep(0, [PASS]), rep(0, [PASS])])
     assert out.duration_s == 0.123
