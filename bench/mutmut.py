@@ -209,6 +209,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("/tmp/killbench-bench-mutmut"))
     ap.add_argument("--plot", type=Path, help="also draw CPU-s per mutant, both tools, into this PNG")
     args = ap.parse_args()
+    args.out = args.out.resolve()  # the tools run in directories of their own
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [bench_target(t, args.jobs, args.mutmut, args.out) for t in args.targets]
     print(f"killbench and mutmut {args.mutmut}, --jobs {args.jobs}, one after the other")
