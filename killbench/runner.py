@@ -210,33 +210,30 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
             verdict, killed_by, detail = classify(report, sandbox)
     finally:
         sandbox.restore()
-    if verdict == "killed" and selection == "covering" and clean is not None \
-            and not clean.passes(sandbox, baseline, tests, settings, ran_until_kill(report, tests)):
-        # the covering tests that saw the kill fail on clean code run alone: judge on the full suite
-        selection = "full"
+    def on_full_suite(why: str):
+        """The mutant judged again on the whole suite (passed on, so that a forked runner whose
+        server already holds the mutated module, a conftest imported it, hands it to the plain
+        path); the verdict, how killed, and the detail saying why."""
         sandbox.write(mutant.path, apply(original, mutant))
         try:
-            # the mutant is passed on so that a forked runner whose server already holds the
-            # mutated module (a conftest imported it) hands the run to the plain path
-            report = _run(sandbox, baseline, None, settings, mutant)
-            verdict, killed_by, detail = classify(report, sandbox)
+            rep = _run(sandbox, baseline, None, settings, mutant)
+            v, kb, d = classify(rep, sandbox)
         finally:
             sandbox.restore()
-        detail = ((detail or "") + " (covering tests fail alone on clean code; judged on the "
-                  "full suite)").strip()
+        return rep, v, kb, ((d or "") + f" ({why}; judged on the full suite)").strip()
+
+    if verdict == "killed" and selection == "covering" and clean is not None \
+            and not clean.passes(sandbox, baseline, tests, settings, ran_until_kill(report, tests)):
+        # the covering tests that saw the kill fail on clean code run alone
+        selection = "full"
+        report, verdict, killed_by, detail = on_full_suite("covering tests fail alone on clean code")
     if verdict == "survived" and selection == "covering" and settings.confirm_survivors:
         # a survivor is a claim about the whole suite, and a test that never runs the mutated
         # line can still see its effect: a module-level cache that the line fills while one
         # test runs and a later test reads (isodate's date and time regexes are built so: 10
         # of the 40 tasks of benchmark 1.0 judged on covering tests die on the whole suite)
         selection = "full"
-        sandbox.write(mutant.path, apply(original, mutant))
-        try:
-            report = _run(sandbox, baseline, None, settings, mutant)
-            verdict, killed_by, detail = classify(report, sandbox)
-        finally:
-            sandbox.restore()
-        detail = ((detail or "") + " (survived its covering tests; judged on the full suite)").strip()
+        report, verdict, killed_by, detail = on_full_suite("survived its covering tests")
     if verdict == "missing":
         verdict = "harness-error"
     if verdict == "check":
