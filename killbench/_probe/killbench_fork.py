@@ -15,6 +15,12 @@ runner (``killbench_warm``), one JSON line each on the descriptors in KILLBENCH_
 
 A child whose mutated file something in the server was already made from (a conftest
 imported it while pytest configured) exits 99: the plain path runs that mutant.
+
+Before it forks, the server rewrites the asserts of the suite's files once (``_rewritten``):
+bytecode is never written in a run, so every child would otherwise parse and rewrite every
+test module again (on toolz, about 0.5 of a 0.85 CPU-s child). A child takes the server's
+code object for a file only while the file holds the very bytes it was made from; any other
+content (a mutated target file that pytest rewrites, say) is rewritten as usual.
 """
 
 import os
@@ -48,8 +54,89 @@ def _child(job, server_pid):
                  "pytest": pytest.__version__, "fork": True})
 
 
+def _package_paths(name):
+    """Where a dotted module name of ``--pyargs`` lives, found without importing anything
+    (importing the target's package here would make every child's mutant of it stale)."""
+    from importlib.machinery import PathFinder
+    from pathlib import Path
+
+    search, spec = None, None
+    for part in name.split("."):
+        spec = PathFinder.find_spec(part, search)
+        if spec is None:
+            return []
+        search = spec.submodule_search_locations
+    if search:
+        return [Path(p) for p in search]
+    return [Path(spec.origin)] if spec.origin else []
+
+
+def _suite_files(config):
+    """The files a child may rewrite: every .py file under the run's paths (or packages,
+    with --pyargs), and the conftest.py files of the tree."""
+    from pathlib import Path
+
+    roots = []
+    for arg in config.args:
+        arg = str(arg).split("::", 1)[0]
+        path = Path(arg)
+        if not path.is_absolute():
+            path = Path(config.invocation_params.dir) / path
+        if path.exists():
+            roots.append(path)
+        elif config.option.pyargs:
+            try:
+                roots.extend(_package_paths(arg))
+            except (ImportError, ValueError):
+                continue
+    files = set(Path(config.rootpath).rglob("conftest.py"))
+    for root in roots:
+        if root.is_dir():
+            files.update(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+        elif root.suffix == ".py":
+            files.add(root)
+    return sorted(files)
+
+
+def _rewritten(config):
+    """Rewrite the suite's files now, in the server, and have children reuse the result for
+    a file whose bytes are still those it was made from."""
+    from _pytest.assertion import rewrite
+
+    if not any(isinstance(h, rewrite.AssertionRewritingHook) for h in sys.meta_path):
+        return  # --assert=plain: nothing is rewritten
+    original = rewrite._rewrite_test
+    made = {}
+    try:
+        files = _suite_files(config)
+    except (OSError, RuntimeError):  # an unreadable or looping tree: children rewrite as usual
+        return
+    for path in files:
+        try:
+            before = path.read_bytes()
+            stat, code = original(path, config)
+            if path.read_bytes() == before:
+                made[str(path)] = (before, code)
+        except Exception:  # noqa: BLE001 - a child meets the same error itself
+            continue
+
+    def rewrite_test(fn, config):
+        hit = made.get(str(fn))
+        if hit is not None:
+            try:
+                source = fn.read_bytes()
+            except OSError:
+                source = None
+            if source == hit[0]:
+                return os.stat(fn), hit[1]
+        return original(fn, config)
+
+    rewrite._rewrite_test = rewrite_test
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session):
+    _rewritten(session.config)
     if warm.serve(0, _child):
         return None  # the child: pytest's own collection, run and exit from here on
     os._exit(0)
