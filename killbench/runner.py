@@ -151,6 +151,9 @@ def ran_until_kill(report: RunReport, tests: list[str]) -> list[str]:
     return ran or list(tests)
 
 
+WHOLE_SUITE = ("",)  # CleanSelections' key of the whole suite (no node id is empty)
+
+
 class CleanSelections:
     """Whether the tests that saw a kill pass on clean code when run that way on their own.
 
@@ -168,6 +171,19 @@ class CleanSelections:
         self._failing: dict[tuple, int] = {}  # selection -> shortest part known to fail
         self._lock = threading.Lock()
         self.runs = 0
+
+    def known_to_pass(self, tests: list[str] | None) -> bool:
+        """Whether a clean run of all of `tests` (None: the whole suite) already passed: a
+        mutant whose run ended without a verdict (a collection error, a crash) is checked
+        against that run, the same for every such mutant."""
+        key = WHOLE_SUITE if tests is None else tuple(tests)
+        with self._lock:
+            return self._passing.get(key, 0) >= len(key)
+
+    def record_pass(self, tests: list[str] | None) -> None:
+        key = WHOLE_SUITE if tests is None else tuple(tests)
+        with self._lock:
+            self._passing[key] = max(self._passing.get(key, 0), len(key))
 
     def passes(self, sandbox: Sandbox, baseline: Baseline, tests: list[str], settings,
                ran: list[str] | None = None) -> bool:
@@ -237,8 +253,13 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
     if verdict == "missing":
         verdict = "harness-error"
     if verdict == "check":
-        clean_ok, clean = _clean_passes(sandbox, baseline, None if selection == "full" else tests,
-                                        settings)
+        part = None if selection == "full" else tests
+        if clean is not None and clean.known_to_pass(part):
+            clean_ok, clean_report = True, None
+        else:
+            clean_ok, clean_report = _clean_passes(sandbox, baseline, part, settings)
+            if clean is not None and clean_ok:
+                clean.record_pass(part)
         code = "signal %d" % -report.returncode \
             if report.returncode is not None and report.returncode < 0 else f"exit {report.returncode}"
         if clean_ok:
@@ -251,7 +272,7 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
         else:
             verdict = "harness-error"
             detail = (f"pytest {code} under the mutant and the same tests fail on clean code too "
-                      f"(clean exit {clean.returncode}): {report.stderr_tail[-300:]}")
+                      f"(clean exit {clean_report.returncode}): {report.stderr_tail[-300:]}")
     return Outcome(verdict=verdict, killed_by=killed_by,
                    duration_s=round(time.monotonic() - start, 3), ran=True,
                    selection=selection, detail=detail, runner=runner)

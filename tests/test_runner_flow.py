@@ -164,6 +164,26 @@ def test_a_run_that_ends_oddly_is_a_kill_only_when_the_same_tests_pass_on_clean(
     assert out.detail.startswith("pytest exit 3 under")
 
 
+def test_the_clean_check_of_an_odd_end_runs_once_per_selection_and_only_a_pass_is_kept(tmp_path):
+    clean = runner.CleanSelections()
+    errors = [{"nodeid": "t.py", "message": "ImportError"}]
+    # the whole suite: the first odd end runs it on clean code, the next ones reuse the pass
+    _, calls = go(tmp_path / "a", [rep(2, [], collect_errors=errors), rep(0, [PASS])], tests=None,
+                  clean=clean)
+    assert calls == [(MUTATED, None), (CLEAN, None)]
+    out, calls = go(tmp_path / "b", [rep(2, [], collect_errors=errors)], tests=None, clean=clean)
+    assert calls == [(MUTATED, None)]
+    assert (out.verdict, out.killed_by.kind) == ("killed", "collection-error")
+    # a covering selection has its own entry, and a failing clean run is never kept
+    _, calls = go(tmp_path / "c", [rep(-11, [], finished=False), rep(1, [FAIL])], clean=clean)
+    assert calls == [(MUTATED, ["t.py::a"]), (CLEAN, ["t.py::a"])]
+    out, calls = go(tmp_path / "d", [rep(-11, [], finished=False), rep(0, [PASS])], clean=clean)
+    assert calls == [(MUTATED, ["t.py::a"]), (CLEAN, ["t.py::a"])]
+    assert out.killed_by.kind == "crash"
+    _, calls = go(tmp_path / "e", [rep(-11, [], finished=False)], clean=clean)
+    assert calls == [(MUTATED, ["t.py::a"])]
+
+
 @pytest.mark.parametrize("clean_report", [
     rep(1, [FAIL]), rep(0, [PASS], finished=False), rep(0, [PASS], missing=["t.py::a"]),
     rep(0, [PASS], modules={"pkg": None}), rep(0, [PASS], modules={"pkg": "/elsewhere/x.py"})])
