@@ -181,6 +181,12 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True, sa
               help="A run's deadline is this times its baseline time, plus the floor.")
 @click.option("--timeout-floor", type=click.FloatRange(min=0.5), default=10.0, show_default=True,
               help="Seconds added to every deadline.")
+@click.option("--cpu-floor", type=click.FloatRange(min=0.5), default=1.0, show_default=True,
+              help="CPU seconds added to every run's CPU budget (the timeout factor times its "
+                   "baseline time, plus this): pytest using it up is a timeout, as at the "
+                   "deadline. An endless loop ends there rather than at the deadline's floor.")
+@click.option("--cpu-budget/--no-cpu-budget", default=True, show_default=True,
+              help="--no-cpu-budget: no CPU budget, only the wall-clock deadline ends a run.")
 @click.option("--warm/--no-warm", default=True, show_default=True,
               help="Run mutants in a warm runner (the suite collected once, each mutant in a "
                    "forked child); --no-warm runs every mutant in a fresh pytest process.")
@@ -201,8 +207,8 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True, sa
 @click.option("--chunks", type=click.IntRange(min=1), default=None, metavar="N",
               help="With --scheduler: spread each target's mutants over N tasks (each worker "
                    "prepares the target in its own cache); one report per target, as without.")
-def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_floor, warm,
-           confirm_survivors, dry_run, fail_under, sample, seed, scheduler, chunks) -> None:
+def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_floor, cpu_floor,
+           cpu_budget, warm, confirm_survivors, dry_run, fail_under, sample, seed, scheduler, chunks) -> None:
     """Run each TARGET's own suite against every mutant (pin names or project directories)."""
     from .config import resolve
     from .errors import UserError
@@ -233,7 +239,8 @@ def mutate(targets, jobs, json_path, fresh, operators, timeout_factor, timeout_f
     if chunks is not None and not scheduler:
         raise UserError("--chunks spreads a target over a Dask cluster: give --scheduler too "
                         "(`local` for this machine)")
-    settings = RunSettings(timeout_factor, timeout_floor, warm, confirm_survivors)
+    settings = RunSettings(timeout_factor, timeout_floor, warm, confirm_survivors,
+                           cpu_floor=cpu_floor if cpu_budget else None)
     per_task = _per_task_jobs(scheduler, jobs)
     if chunks:
         import time

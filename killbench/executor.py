@@ -54,7 +54,9 @@ class Limits:
 
     address_space: int | None = 8 << 30
     file_size: int = 1 << 30
-    cpu_seconds: int | None = None  # default: the run's timeout plus 10 s
+    # default: the run's timeout plus 10 s. Set, it is the run's CPU budget: a process that
+    # uses it up (SIGXCPU) ends the run as a timeout (ProcessResult.cpu_exceeded)
+    cpu_seconds: int | None = None
     processes: int | None = None  # counted per user: applied only when dropping to nobody
 
     def rlimits(self, timeout: float | None, drop_user: bool) -> dict[str, int]:
@@ -128,6 +130,7 @@ class ProcessResult:
     isolation: str
     argv: list[str] = field(default_factory=list)  # the command, without the exec prefix
     stderr_tail: str = ""
+    cpu_exceeded: bool = False  # the command used up its CPU budget (Limits.cpu_seconds): a timeout
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -346,22 +349,29 @@ def run(spawn: Spawn, on_start=None) -> ProcessResult:
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - start
     cpu, rss = usage.ru_utime + usage.ru_stime, int(usage.ru_maxrss)
+    sig = -proc.returncode if proc.returncode < 0 else None
+    command_sig = sig
     if spawn.rusage is not None:  # the sandboxed command's own account (its init reaped it)
         try:
             inner = json.loads(Path(spawn.rusage).read_text())
             cpu, rss = cpu + float(inner["cpu_s"]), max(rss, int(inner["max_rss_kb"]))
+            command_sig = inner.get("signal")
         except (OSError, ValueError, KeyError, TypeError):
             pass  # killed before it could say: the deadline, or the test's own doing
+    # only a budget set for this run counts: the default limit is a backstop, not a verdict
+    cpu_exceeded = (not timed_out and spawn.limits.cpu_seconds is not None
+                    and command_sig == signal.SIGXCPU)
+    timed_out = timed_out or cpu_exceeded
     counter = getattr(_account, "counter", None)
     if counter is not None:
         counter.cpu_s += cpu
         counter.runs += 1
-    sig = -proc.returncode if proc.returncode < 0 else None
     tail = _tail(spawn.stdout) + "\n" + _tail(spawn.stderr)
     return ProcessResult(
         returncode=None if timed_out else proc.returncode, signal=None if timed_out else sig,
         timed_out=timed_out, wall_s=round(wall, 4), cpu_s=round(cpu, 4), max_rss_kb=rss,
-        isolation=spawn.policy.level, argv=list(spawn.argv), stderr_tail=tail.strip()[-4000:])
+        isolation=spawn.policy.level, argv=list(spawn.argv), stderr_tail=tail.strip()[-4000:],
+        cpu_exceeded=cpu_exceeded)
 
 
 def _wait_exit(pid: int, timeout: float | None) -> bool:

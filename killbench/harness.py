@@ -339,7 +339,8 @@ def mutate_header(target: PreparedTarget, ops, settings: RunSettings) -> dict:
     """What a mutate journal's results depend on."""
     return {"killbench": __version__, "fingerprint": target.fingerprint, "operators": sorted(ops),
             "timeout_factor": settings.timeout_factor, "timeout_floor": settings.timeout_floor,
-            "warm": settings.warm, "confirm_survivors": settings.confirm_survivors}
+            "warm": settings.warm, "confirm_survivors": settings.confirm_survivors,
+            "cpu_floor": settings.cpu_floor}
 
 
 def mutate_journal_path(workdir: Path, header: dict) -> Path:

@@ -79,15 +79,19 @@ class BuildSettings:
     # survivors of their covering tests judged again on the whole suite (runner.run_mutant);
     # benchmark 1.0.0 was built without it, and its build settings do not name it
     confirm_survivors: bool = False
+    # a run's CPU budget (RunSettings.cpu_floor); benchmark 1.0.0 had none (the deadline alone)
+    cpu_floor: float | None = None
 
     def run_settings(self) -> RunSettings:
         return RunSettings(self.timeout_factor, self.timeout_floor,
-                           confirm_survivors=self.confirm_survivors)
+                           confirm_survivors=self.confirm_survivors, cpu_floor=self.cpu_floor)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         if not self.confirm_survivors:
             del d["confirm_survivors"]  # the settings of a build without it read as they always did
+        if self.cpu_floor is None:
+            del d["cpu_floor"]
         d["non_behavioural"] = {k: k in self.non_behavioural for k in sorted(behaviour.SWITCHES)}
         return d
 
@@ -107,6 +111,11 @@ class BuildSettings:
         if unknown:
             raise UserError(f"build settings: unknown keys {sorted(unknown)}; known: "
                             f"{sorted(known | {'non_behavioural'})}")
+        floor = data.get("cpu_floor")
+        if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float))
+                                  or floor < 0.5):
+            raise UserError(f"build settings: cpu_floor takes a number of seconds, at least 0.5 "
+                            f"(or leave it out: no CPU budget); got {floor!r}")
         if switches is not None:
             if not isinstance(switches, dict):
                 raise UserError("build settings: [non_behavioural] must be a table of switches")

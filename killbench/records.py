@@ -163,6 +163,7 @@ class RunReport:
     audit: list[dict] = field(default_factory=list)  # the probe's audit events (untrusted runs)
     log_problems: list[str] = field(default_factory=list)  # malformed event lines
     runner: str = "plain"  # "warm": a child of the warm runner; "fork": of the forked runner
+    cpu_exceeded: bool = False  # the timeout was the run's CPU budget used up, not its deadline
 
     def failures(self) -> list[TestEvent]:
         return [t for t in self.tests if t.outcome == "failed"]

@@ -6,7 +6,8 @@ from printed text:
     exit 0, the selected tests ran, target imported from the sandbox -> survived
     exit 1 with a failed test                                         -> killed (assertion
                                                                           or exception)
-    deadline passed (whole process group killed)                      -> timeout
+    deadline passed (whole process group killed), or pytest used up   -> timeout
+    the run's CPU budget (RunSettings.cpu_floor)
     exit 2/3/4/5, a signal, or no report                              -> the same tests
         are run on clean code in the same sandbox: if they pass there, the mutant
         caused it -> killed (collection-error, or crash); if not -> harness-error
@@ -19,11 +20,13 @@ A harness-error is never a kill.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
 
 from .baseline import Baseline
+from .executor import Limits
 from .mutate import apply
 from .records import KilledBy, Mutant, Outcome, Reach, RunReport
 from .sandbox import Sandbox
@@ -36,6 +39,11 @@ class RunSettings:
     warm: bool = True  # run covering tests in the sandbox's warm runner where it applies
     # a mutant that survives its covering tests is judged again on the whole suite (below)
     confirm_survivors: bool = True
+    # A run's CPU budget, per process: timeout_factor x its expected time plus this (None: no
+    # budget but the deadline). Used up, the run is a timeout, as at the deadline. The
+    # deadline's floor is wall time, large for a loaded machine and for tests that wait on
+    # threads or sleep (they use no CPU); an endless loop uses CPU, and this ends it sooner.
+    cpu_floor: float | None = 1.0
 
 
 def test_files(nodeids: list[str]) -> list[str]:
@@ -58,14 +66,16 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
     selection on clean code; the whole suite in the forked runner when it has one; else as
     a process of its own."""
     timeout = baseline.timeout_for(tests, settings.timeout_factor, settings.timeout_floor)
+    cpu = None if settings.cpu_floor is None else \
+        math.ceil(baseline.timeout_for(tests, settings.timeout_factor, settings.cpu_floor))
     warm = getattr(sandbox, "warm", None)
     if warm is not None and settings.warm and (mutant is not None or clean_warm) and tests:
-        report = warm.run(mutant, tests, timeout)
+        report = warm.run(mutant, tests, timeout, cpu)
         if report is not None:
             return report
     fork = getattr(sandbox, "fork", None)
     if fork is not None and settings.warm and tests is None:
-        report = fork.run(mutant, None, timeout)
+        report = fork.run(mutant, None, timeout, cpu)
         if report is not None:
             return report
     spec = sandbox.target.spec
@@ -75,7 +85,8 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
         # from the installed package): collect the suite's own arguments, select by id
         files = list(spec.tests)
     args = ["-x"] + files
-    report, _ = sandbox.run_pytest(args, select=tests, exclude=baseline.excluded, timeout=timeout)
+    report, _ = sandbox.run_pytest(args, select=tests, exclude=baseline.excluded, timeout=timeout,
+                                   limits=Limits(cpu_seconds=cpu))
     return report
 
 
@@ -119,7 +130,7 @@ def classify(report: RunReport, sandbox: Sandbox) -> tuple[str, KilledBy | None,
     if garbled:
         return "harness-error", None, f"the probe's event log is malformed: {garbled[:3]}"
     if report.timed_out:
-        return "timeout", None, None
+        return "timeout", None, "used up its CPU budget" if report.cpu_exceeded else None
     problem = _imports_ok(report, sandbox)
     if problem:
         return "harness-error", None, problem

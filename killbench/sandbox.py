@@ -53,7 +53,8 @@ def read_report(path: Path, proc: ProcessResult) -> RunReport:
     dropped; any other malformed line means the log cannot be trusted, and says so."""
     rep = RunReport(returncode=proc.returncode, timed_out=proc.timed_out, wall_s=proc.wall_s,
                     stderr_tail=proc.stderr_tail, signal=proc.signal, cpu_s=proc.cpu_s,
-                    max_rss_kb=proc.max_rss_kb, isolation=proc.isolation, argv=list(proc.argv))
+                    max_rss_kb=proc.max_rss_kb, isolation=proc.isolation, argv=list(proc.argv),
+                    cpu_exceeded=proc.cpu_exceeded)
     if not path.exists():
         return rep
     raw = path.read_bytes()

@@ -83,10 +83,12 @@ class WarmRunner:
             self.server.stop()
             self.server = None
 
-    def run(self, mutant: Mutant | None, tests: list[str] | None, timeout: float) -> RunReport | None:
+    def run(self, mutant: Mutant | None, tests: list[str] | None, timeout: float,
+            cpu_seconds: int | None = None) -> RunReport | None:
         """The covering tests (the forked runner: the whole suite, None) against `mutant`
         (already written into the sandbox), or with no mutant against clean code; None when
-        it must run the plain way."""
+        it must run the plain way. ``cpu_seconds``: the child's CPU budget, as the plain
+        path's (RLIMIT_CPU, a timeout when used up)."""
         if self.broken:
             return None
         sb = self.sandbox
@@ -95,13 +97,14 @@ class WarmRunner:
             self._start()
             if self.server is None or not self._trusted_start(timeout):
                 return None
-        return self._job(mutant, tests, timeout)
+        return self._job(mutant, tests, timeout, cpu_seconds)
 
     def _trusted_start(self, timeout: float) -> bool:
         """Whether a server just started may judge (the forked runner checks itself)."""
         return True
 
-    def _job(self, mutant: Mutant | None, tests: list[str] | None, timeout: float) -> RunReport | None:
+    def _job(self, mutant: Mutant | None, tests: list[str] | None, timeout: float,
+             cpu_seconds: int | None = None) -> RunReport | None:
         sb = self.sandbox
         self._jobs += 1
         job_dir = sb.root / self.kind / "job"
@@ -109,7 +112,7 @@ class WarmRunner:
             shutil.rmtree(job_dir)
         job_dir.mkdir(parents=True)
         job = {"id": self._jobs, "report": str(job_dir / "report.jsonl"), "select": None if tests is None else list(tests),
-               "path": None, "function": None, "timeout": timeout,
+               "path": None, "function": None, "timeout": timeout, "cpu": cpu_seconds,
                "env": {"HOME": str(job_dir / "home"), "TMPDIR": str(job_dir / "tmp")}}
         if mutant is not None:
             copies = sb.copies(mutant.path)
@@ -134,7 +137,8 @@ class WarmRunner:
                              signal=-code if code < 0 and not answer["timed_out"] else None,
                              timed_out=answer["timed_out"], wall_s=answer["wall_s"],
                              cpu_s=answer["cpu_s"], max_rss_kb=answer["max_rss_kb"],
-                             isolation="none", argv=[f"({self.kind})", *(tests or [])])
+                             isolation="none", argv=[f"({self.kind})", *(tests or [])],
+                             cpu_exceeded=bool(answer.get("cpu_exceeded")))
         report, _ = sb.after_run(job_dir, proc, keep=True)
         report.runner = self.kind
         return report

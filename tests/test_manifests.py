@@ -148,3 +148,21 @@ def test_build_settings_of_the_committed_manifests_read_back_unchanged_and_witho
     assert confirming.to_dict()["confirm_survivors"] is True
     assert confirming.run_settings().confirm_survivors is True
     assert BuildSettings.from_dict(confirming.to_dict()) == confirming
+
+
+def test_the_committed_manifests_run_without_a_cpu_budget_and_a_build_that_has_one_says_so():
+    """1.0.0's runs ended at the wall-clock deadline only; a CPU budget can turn a slow run
+    into a timeout, so verify must not apply one to 1.0.0, and a build with one records it."""
+    from killbench.errors import UserError
+    from killbench.manifests import BuildSettings, load_manifests
+
+    for name, m in load_manifests().items():
+        settings = BuildSettings.from_dict(m["build"])
+        assert "cpu_floor" not in m["build"] and settings.run_settings().cpu_floor is None, name
+    build = next(iter(load_manifests().values()))["build"]
+    budgeted = BuildSettings.from_dict({**build, "cpu_floor": 1.0})
+    assert budgeted.to_dict()["cpu_floor"] == 1.0 and budgeted.run_settings().cpu_floor == 1.0
+    assert BuildSettings.from_dict(budgeted.to_dict()) == budgeted
+    for bad in ("1", 0.1, True, [1]):
+        with pytest.raises(UserError, match="cpu_floor"):
+            BuildSettings.from_dict({**build, "cpu_floor": bad})

@@ -176,7 +176,7 @@ def test_clean_code_runs_in_the_warm_runner_only_when_asked(monkeypatch):
     calls = []
 
     class Warm:
-        def run(self, mutant, tests, timeout):
+        def run(self, mutant, tests, timeout, cpu_seconds=None):
             calls.append(("warm", mutant, list(tests)))
             return rep(0, [PASS])
 
@@ -189,7 +189,7 @@ def test_clean_code_runs_in_the_warm_runner_only_when_asked(monkeypatch):
             class spec:
                 tests = ["t.py"]
 
-        def run_pytest(self, args, select, exclude, timeout):
+        def run_pytest(self, args, select, exclude, timeout, limits=None):
             calls.append(("plain", None, list(select)))
             return rep(0, [PASS]), None
 
@@ -242,7 +242,7 @@ def test_a_run_goes_to_the_warm_runner_the_forked_runner_or_a_process_of_its_own
         def __init__(self, name, answer):
             self.name, self.answer = name, answer
 
-        def run(self, mutant, tests, timeout):
+        def run(self, mutant, tests, timeout, cpu_seconds=None):
             calls.append((self.name, tests))
             return self.answer
 
@@ -256,7 +256,7 @@ def test_a_run_goes_to_the_warm_runner_the_forked_runner_or_a_process_of_its_own
             class spec:
                 tests = ["suite/"]
 
-        def run_pytest(self, args, select, exclude, timeout):
+        def run_pytest(self, args, select, exclude, timeout, limits=None):
             calls.append(("plain", list(args), select))
             return plain_report, None
 

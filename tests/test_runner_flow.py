@@ -34,7 +34,7 @@ class Baseline:
     excluded = []
 
     def timeout_for(self, tests, factor, floor):
-        return 5.0
+        return factor * 1.5 + floor  # 1.5 s expected
 
 
 class Sandbox:
@@ -53,6 +53,7 @@ class Sandbox:
         self.target = type("T", (), {"tree": clean, "spec": type("S", (), {"tests": ["t.py"]})})
         self.script = list(script)
         self.calls = []
+        self.budgets = []  # (deadline, CPU budget) of each run
 
     def contains(self, file):
         return bool(file) and str(file).startswith("/sb/")
@@ -63,8 +64,9 @@ class Sandbox:
     def restore(self):
         (self.tree / "pkg/mod.py").write_bytes(MODULE)
 
-    def run_pytest(self, args, select, exclude, timeout):
+    def run_pytest(self, args, select, exclude, timeout, limits=None):
         self.calls.append(((self.tree / "pkg/mod.py").read_bytes() != MODULE, select))
+        self.budgets.append((timeout, limits.cpu_seconds if limits else None))
         return self.script.pop(0), None
 
 
@@ -228,7 +230,7 @@ def test_a_collection_error_in_a_finished_failing_run_is_a_kill():
 def test_the_mutated_text_is_what_the_run_sees(tmp_path):
     seen = []
     sb = Sandbox(tmp_path, [rep(0, [PASS])])
-    sb.run_pytest = lambda args, select, exclude, timeout: (
+    sb.run_pytest = lambda args, select, exclude, timeout, limits=None: (
         seen.append((sb.tree / "pkg/mod.py").read_bytes()) or (rep(0, [PASS]), None))
     runner.run_mutant(sb, Baseline(), MUT, ["t.py::a"])
     assert seen == [apply(MODULE, MUT)] * 2  # its covering tests, then the whole suite
@@ -258,8 +260,9 @@ class Warm:
     def __init__(self, report):
         self.report, self.asked = report, []
 
-    def run(self, mutant, tests, timeout):
+    def run(self, mutant, tests, timeout, cpu_seconds=None):
         self.asked.append((mutant, tests))
+        self.budgets = getattr(self, "budgets", []) + [(timeout, cpu_seconds)]
         return self.report
 
 
@@ -290,3 +293,20 @@ def test_a_mutant_run_records_its_duration_to_the_millisecond(tmp_path, monkeypa
     monkeypatch.setattr(runner, "time", Clock(50.0, 50.12345678))
     out, _ = go(tmp_path, [rep(0, [PASS]), rep(0, [PASS])])
     assert out.duration_s == 0.123
+
+
+def test_a_run_has_a_cpu_budget_beside_its_deadline_and_using_it_up_is_a_timeout(tmp_path):
+    timed_out = rep(None, [], finished=False, timed_out=True, cpu_exceeded=True)
+    sb = Sandbox(tmp_path / "a", [timed_out])
+    out = runner.run_mutant(sb, Baseline(), MUT, ["t.py::a"])
+    assert sb.budgets == [(3 * 1.5 + 10.0, 6)]  # ceil(3 x 1.5 + 1.0) CPU-s
+    assert (out.verdict, out.detail) == ("timeout", "used up its CPU budget")
+    sb = Sandbox(tmp_path / "b", [rep(None, [], finished=False, timed_out=True)])
+    out = runner.run_mutant(sb, Baseline(), MUT, ["t.py::a"], runner.RunSettings(cpu_floor=None))
+    assert sb.budgets == [(14.5, None)]
+    assert (out.verdict, out.detail) == ("timeout", None)
+    # the warm runner gets the same budget
+    sb = Sandbox(tmp_path / "c", [])
+    sb.warm = Warm(rep(0, [PASS]))
+    runner._clean_passes(sb, Baseline(), ["t.py::a"], runner.RunSettings(cpu_floor=2.5))
+    assert sb.warm.budgets == [(14.5, 7)]

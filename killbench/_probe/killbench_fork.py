@@ -9,9 +9,9 @@ Loaded with ``-p killbench_fork`` into a normal killbench run of the suite (with
 probe and ``-x``, the plain path's full-suite arguments). Jobs and answers as for the warm
 runner (``killbench_warm``), one JSON line each on the descriptors in KILLBENCH_WARM_FD:
 
-    job     {"id", "report", "timeout", "env", "path": the mutated file as imported or
-             null (clean code), "copies": every copy of it in the sandbox}
-    answer  {"id", "status", "timed_out", "wall_s", "cpu_s", "max_rss_kb"}
+    job     {"id", "report", "timeout", "cpu", "env", "path": the mutated file as imported
+             or null (clean code), "copies": every copy of it in the sandbox}
+    answer  {"id", "status", "timed_out", "cpu_exceeded", "wall_s", "cpu_s", "max_rss_kb"}
 
 A child whose mutated file something in the server was already made from (a conftest
 imported it while pytest configured) exits 99: the plain path runs that mutant.

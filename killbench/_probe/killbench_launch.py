@@ -11,8 +11,8 @@ JSON object). It applies, in this order and in the child's own process rather th
                 (set after the uid change, which would clear it)
     no_aslr     exec without address-space randomisation (CPython 3.11 hashes of None
                 and of plain objects are addresses: set order would vary per process)
-    rusage      a path: run the command as a child, wait for it, write its CPU time and
-                peak memory there as JSON, and end as it ended (a sandbox's own init
+    rusage      a path: run the command as a child, wait for it, write its CPU time,
+                peak memory and the signal that ended it there as JSON, and end as it ended (a sandbox's own init
                 would otherwise reap it, and its CPU time be lost to killbench)
 
 then ``os.execv`` the command, so the limits and the user apply to it and its children.
@@ -94,7 +94,8 @@ def _run_and_account(command, path, libc):
             continue
     try:
         with open(path, "w") as fh:
-            json.dump({"cpu_s": usage.ru_utime + usage.ru_stime, "max_rss_kb": usage.ru_maxrss}, fh)
+            json.dump({"cpu_s": usage.ru_utime + usage.ru_stime, "max_rss_kb": usage.ru_maxrss,
+                       "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None}, fh)
     except OSError:
         pass
     if os.WIFSIGNALED(status):

@@ -8,8 +8,10 @@ answers jobs, one JSON line each on the first file descriptor named by KILLBENCH
 
     job     {"id", "report", "select": [node ids], "path": the mutated file as imported,
              "copies": every copy of it in the sandbox, "function": qualified name or null,
-             "timeout": seconds} (path null: the clean code, a kill's confirmation)
-    answer  {"id", "status": wait status, "timed_out", "wall_s", "cpu_s", "max_rss_kb"}
+             "timeout": seconds, "cpu": the child's CPU budget in seconds or null}
+            (path null: the clean code, a kill's confirmation)
+    answer  {"id", "status": wait status, "timed_out", "cpu_exceeded" (the timeout was the
+             CPU budget), "wall_s", "cpu_s", "max_rss_kb"}
             (status 99 from the child: the mutant cannot be applied in place; run it cold)
 
 The child (in a session of its own) compiles the mutated file as it is on disk (killbench
@@ -28,6 +30,7 @@ import ast
 import gc
 import json
 import os
+import resource
 import signal
 import sys
 import time
@@ -246,16 +249,24 @@ def serve(items, child):
                 # have them close their descriptor numbers later, by then another file's
                 out.close()
                 jobs.close()
+                if job.get("cpu") is not None:  # a forked child's CPU time starts from zero
+                    resource.setrlimit(resource.RLIMIT_CPU, (int(job["cpu"]), int(job["cpu"]) + 5))
                 child(job, server_pid)
             except BaseException:
                 os._exit(98)
             return True
         status, usage, timed_out = _wait(pid, job["timeout"])
+        # the child's CPU budget used up (RLIMIT_CPU, set in the child): a timeout, as on the
+        # plain path
+        cpu_exceeded = (not timed_out and job.get("cpu") is not None and os.WIFSIGNALED(status)
+                        and os.WTERMSIG(status) == signal.SIGXCPU)
+        timed_out = timed_out or cpu_exceeded
         try:
             os.killpg(pid, signal.SIGKILL)  # whatever the child's tests left in its session
         except (ProcessLookupError, PermissionError):
             pass
         print(json.dumps({"id": job["id"], "status": status, "timed_out": timed_out,
+                          "cpu_exceeded": cpu_exceeded,
                           "wall_s": round(time.monotonic() - started, 4),
                           "cpu_s": round(usage.ru_utime + usage.ru_stime, 4),
                           "max_rss_kb": int(usage.ru_maxrss)}), file=out, flush=True)
