@@ -30,6 +30,7 @@ from .executor import Limits
 from .mutate import apply
 from .records import KilledBy, Mutant, Outcome, Reach, RunReport
 from .sandbox import Sandbox
+from .warm import TRACEBACK
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
         # node ids that are not paths under the tree (e.g. tests collected with --pyargs
         # from the installed package): collect the suite's own arguments, select by id
         files = list(spec.tests)
-    args = ["-x"] + files
+    args = ["-x", TRACEBACK] + files
     report, _ = sandbox.run_pytest(args, select=tests, exclude=baseline.excluded, timeout=timeout,
                                    limits=Limits(cpu_seconds=cpu))
     return report

@@ -277,17 +277,17 @@ def test_a_run_goes_to_the_warm_runner_the_forked_runner_or_a_process_of_its_own
         (warm_report, [("warm", ["t.py::a"])])
     # the warm runner could not take it: a process of its own, on the test's file
     assert go(Sb(warm=Runner("warm", None)), ["t.py::a"]) == \
-        (plain_report, [("warm", ["t.py::a"]), ("plain", ["-x", "t.py"], ["t.py::a"])])
+        (plain_report, [("warm", ["t.py::a"]), ("plain", ["-x", "--tb=line", "t.py"], ["t.py::a"])])
     # a node id whose file is not under the tree: the suite's own arguments, selected by id
-    assert go(Sb(), ["pkg/u.py::a"]) == (plain_report, [("plain", ["-x", "suite/"], ["pkg/u.py::a"])])
-    assert go(Sb(), ["t.py::a", "pkg/u.py::a"])[1] == [("plain", ["-x", "suite/"], ["t.py::a", "pkg/u.py::a"])]
+    assert go(Sb(), ["pkg/u.py::a"]) == (plain_report, [("plain", ["-x", "--tb=line", "suite/"], ["pkg/u.py::a"])])
+    assert go(Sb(), ["t.py::a", "pkg/u.py::a"])[1] == [("plain", ["-x", "--tb=line", "suite/"], ["t.py::a", "pkg/u.py::a"])]
     # the whole suite: the forked runner, else a process of its own
     assert go(Sb(fork=Runner("fork", fork_report)), None) == (fork_report, [("fork", None)])
     assert go(Sb(fork=Runner("fork", None)), None) == \
-        (plain_report, [("fork", None), ("plain", ["-x", "suite/"], None)])
+        (plain_report, [("fork", None), ("plain", ["-x", "--tb=line", "suite/"], None)])
     # a selection never goes to the forked runner; --no-warm goes to neither
-    assert go(Sb(fork=Runner("fork", fork_report)), ["t.py::a"])[1] == [("plain", ["-x", "t.py"], ["t.py::a"])]
+    assert go(Sb(fork=Runner("fork", fork_report)), ["t.py::a"])[1] == [("plain", ["-x", "--tb=line", "t.py"], ["t.py::a"])]
     assert go(Sb(warm=Runner("warm", warm_report), fork=Runner("fork", fork_report)), None, off)[1] == \
-        [("plain", ["-x", "suite/"], None)]
+        [("plain", ["-x", "--tb=line", "suite/"], None)]
     assert go(Sb(warm=Runner("warm", warm_report)), ["t.py::a"], off)[1] == \
-        [("plain", ["-x", "t.py"], ["t.py::a"])]
+        [("plain", ["-x", "--tb=line", "t.py"], ["t.py::a"])]
