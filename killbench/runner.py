@@ -6,8 +6,8 @@ from printed text:
     exit 0, the selected tests ran, target imported from the sandbox -> survived
     exit 1 with a failed test                                         -> killed (assertion
                                                                           or exception)
-    deadline passed (whole process group killed), or pytest used up   -> timeout
-    the run's CPU budget (RunSettings.cpu_floor)
+    deadline passed (whole process group killed), or pytest's main   -> timeout
+    thread used up the run's CPU budget (RunSettings.cpu_floor)
     exit 2/3/4/5, a signal, or no report                              -> the same tests
         are run on clean code in the same sandbox: if they pass there, the mutant
         caused it -> killed (collection-error, or crash); if not -> harness-error
@@ -20,7 +20,6 @@ A harness-error is never a kill.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -40,10 +39,12 @@ class RunSettings:
     warm: bool = True  # run covering tests in the sandbox's warm runner where it applies
     # a mutant that survives its covering tests is judged again on the whole suite (below)
     confirm_survivors: bool = True
-    # A run's CPU budget, per process: timeout_factor x its expected time plus this (None: no
-    # budget but the deadline). Used up, the run is a timeout, as at the deadline. The
-    # deadline's floor is wall time, large for a loaded machine and for tests that wait on
-    # threads or sleep (they use no CPU); an endless loop uses CPU, and this ends it sooner.
+    # A run's CPU budget: the CPU seconds pytest's main thread (the one that runs the tests)
+    # may use, timeout_factor x its expected time plus this (None: no budget, the deadline
+    # alone). Used up, the run is a timeout, as at the deadline. The deadline's floor is wall
+    # time, large for a loaded machine and for a test that waits (asleep, or while a thread
+    # of the code under test spins) before it fails; an endless loop in the tests' own
+    # thread uses its CPU, and this ends it sooner.
     cpu_floor: float | None = 1.0
 
 
@@ -68,7 +69,7 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
     a process of its own."""
     timeout = baseline.timeout_for(tests, settings.timeout_factor, settings.timeout_floor)
     cpu = None if settings.cpu_floor is None else \
-        math.ceil(baseline.timeout_for(tests, settings.timeout_factor, settings.cpu_floor))
+        round(baseline.timeout_for(tests, settings.timeout_factor, settings.cpu_floor), 3)
     warm = getattr(sandbox, "warm", None)
     if warm is not None and settings.warm and (mutant is not None or clean_warm) and tests:
         report = warm.run(mutant, tests, timeout, cpu)
@@ -87,7 +88,7 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
         files = list(spec.tests)
     args = ["-x", TRACEBACK] + files
     report, _ = sandbox.run_pytest(args, select=tests, exclude=baseline.excluded, timeout=timeout,
-                                   limits=Limits(cpu_seconds=cpu))
+                                   limits=Limits(cpu_budget=cpu))
     return report
 
 

@@ -415,7 +415,8 @@ class Sandbox:
         spawn = Spawn(argv, cwd=self.tree, env=env, timeout=timeout, stdout=self.root / "stdout.txt",
                       stderr=self.root / "stderr.txt", limits=limits, policy=policy,
                       launcher_python=python,
-                      rusage=run / "rusage.json" if self.isolation == "bwrap" else None)
+                      rusage=run / "rusage.json"
+                      if self.isolation == "bwrap" or limits.cpu_budget is not None else None)
         return spawn
 
     def run_pytest(self, args: list[str], *, select: list[str] | None, exclude: list[str],

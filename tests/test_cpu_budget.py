@@ -1,6 +1,8 @@
-"""A run's CPU budget ends a mutant that spins well before the wall-clock deadline, as a
-timeout that says so; a mutant that makes a test wait (asleep, using no CPU) longer than
-the budget is still killed by the test. The same on the warm and the plain path."""
+"""A run's CPU budget counts the CPU of pytest's main thread, the one that runs the tests:
+a mutant that spins there ends well before the wall-clock deadline, as a timeout that says
+so; a mutant that makes a test wait longer than the budget, asleep or while a worker
+thread of the code under test spins, is still killed by the test. The same on the warm and
+the plain path."""
 
 from __future__ import annotations
 
@@ -15,25 +17,28 @@ DEADLINE_FLOOR = 12.0  # wall: a spinning mutant would run at least this long wi
 
 @pytest.mark.slow
 @pytest.mark.parametrize("warm", [True, False], ids=["warm", "plain"])
-def test_a_spinning_mutant_uses_up_its_cpu_budget_and_a_waiting_one_is_killed(
+def test_a_mutant_spinning_in_the_tests_thread_uses_up_the_budget_and_a_waiting_test_kills(
         warm, fixture_target, use_cache):
     settings = RunSettings(timeout_factor=3.0, timeout_floor=DEADLINE_FLOOR, warm=warm,
                            cpu_floor=1.0)
     spec = load_local(fixture_target("spin_or_wait_when_mutated"))
     run = mutate_target(spec, jobs=2, settings=settings, show_progress=False)
-    by_line = {}
+    at = {}
     for r in run.records:
-        by_line.setdefault(r.mutant.line, []).append(r)
-    spinning = [r for r in by_line[10] if r.outcome.verdict == "timeout"]  # n -= 1 undone
-    assert len(spinning) >= 3, [(r.mutant.replacement, r.outcome.verdict) for r in by_line[10]]
-    for r in spinning:
+        at.setdefault((r.mutant.line, r.mutant.replacement), r)
+
+    spinning = [r for (line, _), r in at.items() if line == 10 and r.outcome.verdict == "timeout"]
+    assert len(spinning) >= 3, [(k, r.outcome.verdict) for k, r in at.items() if k[0] == 10]
+    for r in spinning:  # `n -= 1` undone: the tests' thread never leaves the loop
         assert r.outcome.detail == "used up its CPU budget", r.outcome
         assert r.outcome.duration_s < DEADLINE_FLOOR, r.outcome
         assert r.outcome.runner == ("warm" if warm else "plain"), r.outcome
-    waiting = [r for line in (16, 17) for r in by_line[line]
-               if r.mutant.replacement in ("if not flag:", "pass", "not (flag)", "not flag")]
-    assert waiting, {line: [r.mutant.replacement for r in by_line[line]] for line in (16, 17)}
-    for r in waiting:
-        assert r.outcome.verdict == "killed", r.outcome
-        assert r.outcome.killed_by.test.endswith("test_ready"), r.outcome
-        assert r.outcome.duration_s >= 4.0, r.outcome  # it waited, asleep, past the budget
+
+    waiting = {"asleep": at[(16, "not (flag)")], "asleep, no set": at[(17, "pass")],
+               "a worker spins": at[(26, "pass")]}  # `items.pop()` deleted
+    for why, r in waiting.items():
+        assert r.outcome.verdict == "killed", (why, r.outcome)
+        assert r.outcome.duration_s >= 4.0, (why, r.outcome)  # it waited, past the budget
+        assert r.outcome.runner == ("warm" if warm else "plain"), r.outcome
+    assert waiting["asleep"].outcome.killed_by.test.endswith("test_ready")
+    assert waiting["a worker spins"].outcome.killed_by.test.endswith("test_drain")

@@ -20,7 +20,8 @@ needs_bwrap = pytest.mark.skipif(bool(BWRAP), reason=f"bubblewrap isolation unav
 
 
 def _spawn(tmp_path: Path, code: str, *, level: str = "none", timeout: float = 30,
-           limits: Limits = Limits(), name: str = "run") -> tuple[executor.ProcessResult, str]:
+           limits: Limits = Limits(), name: str = "run",
+           rusage: bool = False) -> tuple[executor.ProcessResult, str]:
     out = tmp_path / name
     out.mkdir()
     os.chmod(out, 0o777)
@@ -29,7 +30,8 @@ def _spawn(tmp_path: Path, code: str, *, level: str = "none", timeout: float = 3
                     writable=(out,)) if level == "bwrap" else Policy()
     res = executor.run(Spawn([sys.executable, "-c", code], cwd=out, env={"PATH": "/usr/bin:/bin"},
                              timeout=timeout, stdout=out / "stdout", stderr=out / "stderr",
-                             limits=limits, policy=policy))
+                             limits=limits, policy=policy,
+                             rusage=out / "rusage.json" if rusage else None))
     return res, (out / "stdout").read_text()
 
 
@@ -83,6 +85,38 @@ def test_a_cpu_hog_is_stopped_by_its_limit(tmp_path):
     res, _ = _spawn(tmp_path, "while True: pass", limits=Limits(cpu_seconds=1), timeout=60)
     assert not res.timed_out and res.signal == 24  # SIGXCPU
     assert res.cpu_s >= 0.9
+
+
+SPIN_IN_MAIN = "while True: pass"
+SPIN_IN_WORKER = ("import sys, threading, time\n"
+                  "def spin():\n"
+                  "    while True:\n"
+                  "        pass\n"
+                  "threading.Thread(target=spin, daemon=True).start()\n"
+                  "time.sleep(2.5)\n"
+                  "sys.exit(3)\n")
+
+
+@pytest.mark.parametrize("level", ["none", pytest.param("bwrap", marks=needs_bwrap)])
+def test_a_cpu_budget_counts_the_main_thread_and_ends_the_run_as_a_timeout(tmp_path, level):
+    budget = Limits(cpu_budget=1.0)
+    res, _ = _spawn(tmp_path, SPIN_IN_MAIN, level=level, limits=budget, timeout=30, rusage=True,
+                    name="main")
+    assert (res.timed_out, res.cpu_exceeded, res.returncode) == (True, True, None), res
+    assert res.wall_s < 10 and res.cpu_s >= 0.9, res
+    # a worker thread spins for 2.5 s while the main one sleeps: the command ends as it will
+    res, _ = _spawn(tmp_path, SPIN_IN_WORKER, level=level, limits=budget, timeout=30, rusage=True,
+                    name="worker")
+    assert (res.timed_out, res.cpu_exceeded, res.returncode) == (False, False, 3), res
+    assert res.cpu_s >= 2.0, res  # counted once, whichever process reaped it
+    # without a budget the same spin runs to the deadline
+    res, _ = _spawn(tmp_path, SPIN_IN_MAIN, level=level, timeout=2, name="deadline")
+    assert (res.timed_out, res.cpu_exceeded) == (True, False), res
+
+
+def test_a_cpu_budget_without_a_place_to_report_it_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="rusage"):
+        _spawn(tmp_path, "pass", limits=Limits(cpu_budget=1.0))
 
 
 @needs_bwrap

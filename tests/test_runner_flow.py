@@ -66,7 +66,7 @@ class Sandbox:
 
     def run_pytest(self, args, select, exclude, timeout, limits=None):
         self.calls.append(((self.tree / "pkg/mod.py").read_bytes() != MODULE, select))
-        self.budgets.append((timeout, limits.cpu_seconds if limits else None))
+        self.budgets.append((timeout, limits.cpu_budget if limits else None))
         return self.script.pop(0), None
 
 
@@ -299,7 +299,7 @@ def test_a_run_has_a_cpu_budget_beside_its_deadline_and_using_it_up_is_a_timeout
     timed_out = rep(None, [], finished=False, timed_out=True, cpu_exceeded=True)
     sb = Sandbox(tmp_path / "a", [timed_out])
     out = runner.run_mutant(sb, Baseline(), MUT, ["t.py::a"])
-    assert sb.budgets == [(3 * 1.5 + 10.0, 6)]  # ceil(3 x 1.5 + 1.0) CPU-s
+    assert sb.budgets == [(3 * 1.5 + 10.0, 3 * 1.5 + 1.0)]
     assert (out.verdict, out.detail) == ("timeout", "used up its CPU budget")
     sb = Sandbox(tmp_path / "b", [rep(None, [], finished=False, timed_out=True)])
     out = runner.run_mutant(sb, Baseline(), MUT, ["t.py::a"], runner.RunSettings(cpu_floor=None))
@@ -309,4 +309,4 @@ def test_a_run_has_a_cpu_budget_beside_its_deadline_and_using_it_up_is_a_timeout
     sb = Sandbox(tmp_path / "c", [])
     sb.warm = Warm(rep(0, [PASS]))
     runner._clean_passes(sb, Baseline(), ["t.py::a"], runner.RunSettings(cpu_floor=2.5))
-    assert sb.warm.budgets == [(14.5, 7)]
+    assert sb.warm.budgets == [(14.5, 7.0)]

@@ -15,6 +15,9 @@ JSON object). It applies, in this order and in the child's own process rather th
                 peak memory and the signal that ended it there as JSON, and end as it ended (a sandbox's own init
                 would otherwise reap it, and its CPU time be lost to killbench)
 
+    cpu_budget  seconds (needs rusage): the CPU time the command's main thread may use;
+                past it the command is killed and the JSON says "cpu_exceeded": true
+
 then ``os.execv`` the command, so the limits and the user apply to it and its children.
 Standard library only: it runs with the target environment's interpreter.
 """
@@ -68,7 +71,7 @@ def main(argv):
         if spec.get("uid") is not None:
             libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     if spec.get("rusage"):
-        return _run_and_account(command, spec["rusage"], libc)
+        return _run_and_account(command, spec["rusage"], libc, spec.get("cpu_budget"))
     try:
         os.execv(command[0], command)
     except OSError as exc:
@@ -76,7 +79,59 @@ def main(argv):
         return 127
 
 
-def _run_and_account(command, path, libc):
+def thread_cpu(pid):
+    """CPU seconds used so far by the main thread of process `pid` (its other threads not
+    counted); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # after the command name: state is field 3 of proc(5), utime 14 and stime 15
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_within(pid, deadline, budget):
+    """Wait for child `pid`; kill it once its main thread has used `budget` CPU seconds, or
+    at the monotonic `deadline`. Returns (status, rusage, why) with why None, "cpu" or
+    "deadline"."""
+    import signal
+    import time
+
+    if budget is None and deadline is None:
+        while True:
+            try:
+                _, status, usage = os.wait4(pid, 0)
+                return status, usage, None
+            except InterruptedError:
+                continue
+    delay = 0.001
+    while True:
+        got, status, usage = os.wait4(pid, os.WNOHANG)
+        if got:
+            return status, usage, None
+        why = None
+        if budget is not None:
+            used = thread_cpu(pid)
+            if used is not None and used > budget:
+                why = "cpu"
+        if why is None and deadline is not None and time.monotonic() >= deadline:
+            why = "deadline"
+        if why is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            _, status, usage = os.wait4(pid, 0)
+            return status, usage, why
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+def _run_and_account(command, path, libc, budget=None):
     pid = os.fork()
     if pid == 0:
         try:
@@ -86,16 +141,12 @@ def _run_and_account(command, path, libc):
         except OSError as exc:
             sys.stderr.write(f"killbench_launch: cannot execute {command[0]}: {exc}\n")
         os._exit(127)
-    while True:
-        try:
-            _, status, usage = os.wait4(pid, 0)
-            break
-        except InterruptedError:
-            continue
+    status, usage, why = wait_within(pid, None, budget)
     try:
         with open(path, "w") as fh:
             json.dump({"cpu_s": usage.ru_utime + usage.ru_stime, "max_rss_kb": usage.ru_maxrss,
-                       "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None}, fh)
+                       "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                       "cpu_exceeded": why == "cpu"}, fh)
     except OSError:
         pass
     if os.WIFSIGNALED(status):

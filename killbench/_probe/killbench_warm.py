@@ -8,7 +8,7 @@ answers jobs, one JSON line each on the first file descriptor named by KILLBENCH
 
     job     {"id", "report", "select": [node ids], "path": the mutated file as imported,
              "copies": every copy of it in the sandbox, "function": qualified name or null,
-             "timeout": seconds, "cpu": the child's CPU budget in seconds or null}
+             "timeout": seconds, "cpu": the CPU seconds the child's main thread may use, or null}
             (path null: the clean code, a kill's confirmation)
     answer  {"id", "status": wait status, "timed_out", "cpu_exceeded" (the timeout was the
              CPU budget), "wall_s", "cpu_s", "max_rss_kb"}
@@ -30,13 +30,13 @@ import ast
 import gc
 import json
 import os
-import resource
 import signal
 import sys
 import time
 import types
 
 import pytest
+from killbench_launch import wait_within
 
 CANNOT_APPLY = 99
 
@@ -208,24 +208,6 @@ def _child(session, job, by_id, server_pid):
     os._exit(code)
 
 
-def _wait(pid, timeout):
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while True:
-        got, status, usage = os.wait4(pid, os.WNOHANG)
-        if got:
-            return status, usage, False
-        if time.monotonic() >= deadline:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            _, status, usage = os.wait4(pid, 0)
-            return status, usage, True
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
-
-
 def serve(items, child):
     """The server's loop, shared with the forked runner: answer each job by forking a child
     that runs ``child(job, server_pid)``, waiting for it up to the job's deadline and killing
@@ -249,18 +231,14 @@ def serve(items, child):
                 # have them close their descriptor numbers later, by then another file's
                 out.close()
                 jobs.close()
-                if job.get("cpu") is not None:  # a forked child's CPU time starts from zero
-                    resource.setrlimit(resource.RLIMIT_CPU, (int(job["cpu"]), int(job["cpu"]) + 5))
                 child(job, server_pid)
             except BaseException:
                 os._exit(98)
             return True
-        status, usage, timed_out = _wait(pid, job["timeout"])
-        # the child's CPU budget used up (RLIMIT_CPU, set in the child): a timeout, as on the
-        # plain path
-        cpu_exceeded = (not timed_out and job.get("cpu") is not None and os.WIFSIGNALED(status)
-                        and os.WTERMSIG(status) == signal.SIGXCPU)
-        timed_out = timed_out or cpu_exceeded
+        # the deadline, or the child's main thread past its CPU budget: a timeout either way,
+        # watched as the plain path's exec prefix watches a command
+        status, usage, why = wait_within(pid, started + job["timeout"], job.get("cpu"))
+        timed_out, cpu_exceeded = why is not None, why == "cpu"
         try:
             os.killpg(pid, signal.SIGKILL)  # whatever the child's tests left in its session
         except (ProcessLookupError, PermissionError):
