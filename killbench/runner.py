@@ -61,15 +61,36 @@ def selection_for(reach: Reach, baseline: Baseline) -> list[str] | None:
     return [t for t in reach.covered_by if t in valid]
 
 
+def _limits(baseline: Baseline, tests: list[str] | None, settings: RunSettings):
+    """A run's deadline (wall seconds) and CPU budget (seconds of its main thread, or None)."""
+    timeout = baseline.timeout_for(tests, settings.timeout_factor, settings.timeout_floor)
+    cpu = None if settings.cpu_floor is None else \
+        round(baseline.timeout_for(tests, settings.timeout_factor, settings.cpu_floor), 3)
+    return timeout, cpu
+
+
+def _whole_suite_warm(sandbox: Sandbox, baseline: Baseline, settings: RunSettings,
+                      mutant: Mutant) -> tuple[RunReport | None, list[str] | None]:
+    """The whole suite against `mutant` in the warm runner (every test it collected, in their
+    order), and that order; (None, None) when it cannot. Only for a mutant whose line no
+    import or collection ran: the state the server built while collecting is then the same
+    with the mutant as without, and its child sees the swapped code from the first test on,
+    as for its covering tests."""
+    warm = getattr(sandbox, "warm", None)
+    if warm is None or not settings.warm:
+        return None, None
+    timeout, cpu = _limits(baseline, None, settings)
+    report = warm.run(mutant, None, timeout, cpu)
+    return (report, list(warm.order)) if report is not None and warm.order else (None, None)
+
+
 def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
          settings: RunSettings, mutant: Mutant | None = None, clean_warm: bool = False) -> RunReport:
     """One run of `tests` (None: the whole suite) on the sandbox as it is: in the warm
     runner when it has one, for a mutant's selection or (`clean_warm`) for the same kind of
     selection on clean code; the whole suite in the forked runner when it has one; else as
     a process of its own."""
-    timeout = baseline.timeout_for(tests, settings.timeout_factor, settings.timeout_floor)
-    cpu = None if settings.cpu_floor is None else \
-        round(baseline.timeout_for(tests, settings.timeout_factor, settings.cpu_floor), 3)
+    timeout, cpu = _limits(baseline, tests, settings)
     warm = getattr(sandbox, "warm", None)
     if warm is not None and settings.warm and (mutant is not None or clean_warm) and tests:
         report = warm.run(mutant, tests, timeout, cpu)
@@ -239,10 +260,22 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
             verdict, killed_by, detail = classify(report, sandbox)
     finally:
         sandbox.restore()
-    def on_full_suite(why: str):
+    def on_full_suite(why: str, warm_first: bool = False):
         """The mutant judged again on the whole suite (passed on, so that a forked runner whose
         server already holds the mutated module, a conftest imported it, hands it to the plain
-        path); the verdict, how killed, and the detail saying why."""
+        path); the verdict, how killed, and the detail saying why. ``warm_first``: try the
+        warm runner's whole suite first; its survivor stands, and its kill when the tests up
+        to the kill pass on clean code there; anything else is judged the usual way."""
+        if warm_first and clean is not None:
+            sandbox.write(mutant.path, apply(original, mutant))
+            try:
+                rep, order = _whole_suite_warm(sandbox, baseline, settings, mutant)
+                v, kb, d = classify(rep, sandbox) if rep is not None else (None, None, None)
+            finally:
+                sandbox.restore()
+            if v == "survived" or (v == "killed" and clean.passes(
+                    sandbox, baseline, order, settings, ran_until_kill(rep, order))):
+                return rep, v, kb, ((d or "") + f" ({why}; judged on the full suite)").strip()
         sandbox.write(mutant.path, apply(original, mutant))
         try:
             rep = _run(sandbox, baseline, None, settings, mutant)
@@ -262,7 +295,8 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
         # test runs and a later test reads (isodate's date and time regexes are built so: 10
         # of the 40 tasks of benchmark 1.0 judged on covering tests die on the whole suite)
         selection = "full"
-        report, verdict, killed_by, detail = on_full_suite("survived its covering tests")
+        report, verdict, killed_by, detail = on_full_suite("survived its covering tests",
+                                                           warm_first=True)
     if verdict == "missing":
         verdict = "harness-error"
     if verdict == "check":

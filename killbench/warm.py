@@ -57,6 +57,7 @@ class WarmRunner:
         self._jobs = 0
         self.runs = 0
         self.fallbacks = 0
+        self.order: list[str] | None = None  # the collected suite in run order (warm runner)
 
     def _start(self) -> None:
         sb = self.sandbox
@@ -82,6 +83,7 @@ class WarmRunner:
             log.warning("%s: %s; running every mutant the plain way", sb.target.name, self.broken)
             return
         self._rebuilds = sb.rebuilds
+        self.order = ready.get("order")
 
     def close(self) -> None:
         if self.server is not None:
@@ -89,11 +91,12 @@ class WarmRunner:
             self.server = None
 
     def run(self, mutant: Mutant | None, tests: list[str] | None, timeout: float,
-            cpu_seconds: int | None = None) -> RunReport | None:
-        """The covering tests (the forked runner: the whole suite, None) against `mutant`
-        (already written into the sandbox), or with no mutant against clean code; None when
-        it must run the plain way. ``cpu_seconds``: the child's CPU budget, as the plain
-        path's (RLIMIT_CPU, a timeout when used up)."""
+            cpu_seconds: float | None = None) -> RunReport | None:
+        """The covering tests (None: the whole suite) against `mutant` (already written into
+        the sandbox), or with no mutant against clean code; None when it must run the plain
+        way. ``cpu_seconds``: the CPU budget of the child's main thread, as on the plain
+        path. The warm runner runs the whole suite as the selection of every test it
+        collected, in their order (``order``)."""
         if self.broken:
             return None
         sb = self.sandbox
@@ -102,6 +105,10 @@ class WarmRunner:
             self._start()
             if self.server is None or not self._trusted_start(timeout):
                 return None
+        if tests is None and self.kind == "warm":
+            if not self.order:
+                return None
+            tests = self.order
         return self._job(mutant, tests, timeout, cpu_seconds)
 
     def _trusted_start(self, timeout: float) -> bool:
@@ -109,7 +116,7 @@ class WarmRunner:
         return True
 
     def _job(self, mutant: Mutant | None, tests: list[str] | None, timeout: float,
-             cpu_seconds: int | None = None) -> RunReport | None:
+             cpu_seconds: float | None = None) -> RunReport | None:
         sb = self.sandbox
         self._jobs += 1
         job_dir = sb.root / self.kind / "job"

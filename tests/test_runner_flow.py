@@ -310,3 +310,70 @@ def test_a_run_has_a_cpu_budget_beside_its_deadline_and_using_it_up_is_a_timeout
     sb.warm = Warm(rep(0, [PASS]))
     runner._clean_passes(sb, Baseline(), ["t.py::a"], runner.RunSettings(cpu_floor=2.5))
     assert sb.warm.budgets == [(14.5, 7.0)]
+
+
+class ScriptedWarm:
+    """A warm runner whose runs answer from `script` in turn; records what each was asked,
+    and whether the sandbox held the mutant then."""
+
+    order = ["t.py::a", "t.py::b"]
+
+    def __init__(self, sandbox, script):
+        self.sandbox, self.script, self.asked = sandbox, list(script), []
+
+    def run(self, mutant, tests, timeout, cpu_seconds=None):
+        mutated = (self.sandbox.tree / "pkg/mod.py").read_bytes() != MODULE
+        self.asked.append((mutated, None if tests is None else list(tests)))
+        return self.script.pop(0)
+
+
+PASS_B = TestEvent("t.py::b", "call", "passed", None, False, False, 0.1)
+FAIL_B = TestEvent("t.py::b", "call", "failed", "builtins.AssertionError", True, False, 0.1)
+
+
+def _warm_run(tmp_path, warm_script, plain_script=(), clean=True):
+    sb = Sandbox(tmp_path, plain_script)
+    sb.warm = ScriptedWarm(sb, warm_script)
+    out = runner.run_mutant(sb, Baseline(), MUT, ["t.py::a"], runner.RunSettings(),
+                            clean=runner.CleanSelections() if clean else None)
+    assert (sb.tree / "pkg/mod.py").read_bytes() == MODULE
+    assert sb.warm.script == [] and sb.script == []
+    return out, sb.warm.asked, sb.calls
+
+
+def test_a_survivor_of_its_covering_tests_is_judged_on_the_whole_suite_in_the_warm_runner(tmp_path):
+    survived = rep(0, [PASS, PASS_B], begun=["t.py::a", "t.py::b"])
+    out, asked, plain = _warm_run(tmp_path / "a", [rep(0, [PASS]), survived])
+    assert (out.verdict, out.selection) == ("survived", "full")
+    assert out.detail == "(survived its covering tests; judged on the full suite)"
+    assert asked == [(MUTATED, ["t.py::a"]), (MUTATED, None)] and plain == []
+    # killed there: counted once the tests up to the kill pass on clean code in the warm runner
+    killed = rep(1, [PASS, FAIL_B], begun=["t.py::a", "t.py::b"])
+    out, asked, plain = _warm_run(tmp_path / "b", [rep(0, [PASS]), killed,
+                                                   rep(0, [PASS, PASS_B])])
+    assert (out.verdict, out.killed_by.test, out.selection) == ("killed", "t.py::b", "full")
+    assert asked == [(MUTATED, ["t.py::a"]), (MUTATED, None), (CLEAN, ["t.py::a", "t.py::b"])]
+    assert plain == []
+
+
+def test_a_warm_whole_suite_kill_that_clean_code_shares_or_an_odd_end_is_judged_the_usual_way(
+        tmp_path):
+    killed = rep(1, [PASS, FAIL_B], begun=["t.py::a", "t.py::b"])
+    # the tests up to the kill fail on clean code too: the plain whole suite decides
+    out, asked, plain = _warm_run(tmp_path / "a", [rep(0, [PASS]), killed, rep(1, [PASS, FAIL_B])],
+                                  [rep(0, [PASS, PASS_B])])
+    assert (out.verdict, out.selection) == ("survived", "full")
+    assert plain == [(MUTATED, None)]
+    # a timeout in the warm whole suite: judged again the usual way
+    timed_out = rep(None, [], finished=False, timed_out=True)
+    out, asked, plain = _warm_run(tmp_path / "b", [rep(0, [PASS]), timed_out],
+                                  [rep(1, [PASS, FAIL_B])])
+    assert (out.verdict, out.killed_by.test) == ("killed", "t.py::b")
+    assert plain == [(MUTATED, None)]
+    # the warm runner cannot apply it: the usual way
+    out, asked, plain = _warm_run(tmp_path / "c", [rep(0, [PASS]), None], [rep(0, [PASS, PASS_B])])
+    assert out.verdict == "survived" and plain == [(MUTATED, None)]
+    # no record of clean selections to confirm a kill with: the usual way, warm not asked
+    out, asked, plain = _warm_run(tmp_path / "d", [rep(0, [PASS])], [rep(0, [PASS, PASS_B])],
+                                  clean=False)
+    assert asked == [(MUTATED, ["t.py::a"])] and plain == [(MUTATED, None)]

@@ -208,16 +208,18 @@ def _child(session, job, by_id, server_pid):
     os._exit(code)
 
 
-def serve(items, child):
+def serve(items, child, order=None):
     """The server's loop, shared with the forked runner: answer each job by forking a child
     that runs ``child(job, server_pid)``, waiting for it up to the job's deadline and killing
     whatever it left in its session. True in a child whose ``child`` returned (the forked
-    runner's goes on into pytest), False in the server when the jobs pipe closes."""
+    runner's goes on into pytest), False in the server when the jobs pipe closes. ``order``:
+    the collected node ids in the order a run of the whole suite takes them (sent once)."""
     jobs_fd, answers_fd = (int(x) for x in os.environ["KILLBENCH_WARM_FD"].split(","))
     jobs = os.fdopen(jobs_fd, "r", encoding="utf-8")
     out = os.fdopen(answers_fd, "w", encoding="utf-8")
     _FUNCTIONS.update(_function_index())
-    print(json.dumps({"ready": True, "items": items, "pid": os.getpid()}), file=out, flush=True)
+    print(json.dumps({"ready": True, "items": items, "pid": os.getpid(), "order": order}),
+          file=out, flush=True)
     server_pid = os.getpid()
     for line in jobs:
         if not line.strip():
@@ -254,6 +256,7 @@ def serve(items, child):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session):
     by_id = {item.nodeid: item for item in session.items}
-    if serve(len(by_id), lambda job, server_pid: _child(session, job, by_id, server_pid)):
+    if serve(len(by_id), lambda job, server_pid: _child(session, job, by_id, server_pid),
+             order=list(by_id)):
         os._exit(98)  # a warm child ends in _child, never here
     return True
