@@ -48,6 +48,22 @@ class Baseline:
         expected = self.overhead_s + sum(self.durations.get(t, 0.0) for t in chosen)
         return factor * expected + floor
 
+    def cpu_budget_for(self, tests: list[str] | None, factor: float, floor: float,
+                       warm: bool = False) -> float:
+        """CPU seconds the main thread of a run may use: factor x its expected time plus a
+        floor. The whole suite counts every test that runs in it, skipped and xfail ones
+        too (`tests` holds the passing ones only). ``warm``: a forked child of the warm
+        runner, which pays neither start-up nor collection; the same budget less the
+        baseline's time for both, so that the tests get the same CPU on either path."""
+        if tests is None:
+            excluded = set(self.excluded)
+            chosen = [t for t in self.durations if t not in excluded]
+        else:
+            chosen = tests
+        expected = self.overhead_s + sum(self.durations.get(t, 0.0) for t in chosen)
+        budget = factor * expected + floor
+        return budget - self.overhead_s if warm else budget  # at least the floor: factor >= 1
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -133,7 +133,7 @@ class ProcessResult:
     isolation: str
     argv: list[str] = field(default_factory=list)  # the command, without the exec prefix
     stderr_tail: str = ""
-    cpu_exceeded: bool = False  # the command used up its CPU budget (Limits.cpu_seconds): a timeout
+    cpu_exceeded: bool = False  # the command used up its CPU budget (Limits.cpu_budget): a timeout
 
     def to_dict(self) -> dict:
         return asdict(self)

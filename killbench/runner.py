@@ -61,11 +61,13 @@ def selection_for(reach: Reach, baseline: Baseline) -> list[str] | None:
     return [t for t in reach.covered_by if t in valid]
 
 
-def _limits(baseline: Baseline, tests: list[str] | None, settings: RunSettings):
-    """A run's deadline (wall seconds) and CPU budget (seconds of its main thread, or None)."""
+def _limits(baseline: Baseline, tests: list[str] | None, settings: RunSettings,
+            warm: bool = False):
+    """A run's deadline (wall seconds) and CPU budget (seconds of its main thread, or None);
+    ``warm``: the budget of a warm runner's child."""
     timeout = baseline.timeout_for(tests, settings.timeout_factor, settings.timeout_floor)
-    cpu = None if settings.cpu_floor is None else \
-        round(baseline.timeout_for(tests, settings.timeout_factor, settings.cpu_floor), 3)
+    cpu = None if settings.cpu_floor is None else round(baseline.cpu_budget_for(
+        tests, settings.timeout_factor, settings.cpu_floor, warm=warm), 3)
     return timeout, cpu
 
 
@@ -79,7 +81,7 @@ def _whole_suite_warm(sandbox: Sandbox, baseline: Baseline, settings: RunSetting
     warm = getattr(sandbox, "warm", None)
     if warm is None or not settings.warm:
         return None, None
-    timeout, cpu = _limits(baseline, None, settings)
+    timeout, cpu = _limits(baseline, None, settings, warm=True)
     report = warm.run(mutant, None, timeout, cpu)
     return (report, list(warm.order)) if report is not None and warm.order else (None, None)
 
@@ -93,7 +95,7 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
     timeout, cpu = _limits(baseline, tests, settings)
     warm = getattr(sandbox, "warm", None)
     if warm is not None and settings.warm and (mutant is not None or clean_warm) and tests:
-        report = warm.run(mutant, tests, timeout, cpu)
+        report = warm.run(mutant, tests, timeout, _limits(baseline, tests, settings, warm=True)[1])
         if report is not None:
             return report
     fork = getattr(sandbox, "fork", None)

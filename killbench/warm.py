@@ -86,6 +86,7 @@ class WarmRunner:
         self.order = ready.get("order")
 
     def close(self) -> None:
+        self.order = None
         if self.server is not None:
             self.server.stop()
             self.server = None

@@ -42,3 +42,16 @@ def test_a_mutant_spinning_in_the_tests_thread_uses_up_the_budget_and_a_waiting_
         assert r.outcome.runner == ("warm" if warm else "plain"), r.outcome
     assert waiting["asleep"].outcome.killed_by.test.endswith("test_ready")
     assert waiting["a worker spins"].outcome.killed_by.test.endswith("test_drain")
+
+
+def test_the_budget_of_the_whole_suite_counts_every_test_it_runs_and_a_warm_child_pays_no_start_up():
+    from killbench.baseline import Baseline
+
+    b = Baseline(fingerprint="f", tests=["a", "b"], flaky=["c"], deselected=["d"],
+                 durations={"a": 0.5, "b": 0.25, "s": 1.0, "x": 0.25, "c": 9.0, "d": 9.0},
+                 overhead_s=0.5, wall_s=[1.0], modules={}, coverage={}, lines_hit=0,
+                 lines_total=0, skipped=["s"])
+    # the whole suite: a, b, the skipped s and the xfail x; not the excluded c and d
+    assert b.cpu_budget_for(None, 3.0, 1.0) == 3.0 * (0.5 + 2.0) + 1.0
+    assert b.cpu_budget_for(["a"], 3.0, 1.0) == 3.0 * (0.5 + 0.5) + 1.0
+    assert b.cpu_budget_for(["a"], 3.0, 1.0, warm=True) == 3.0 * (0.5 + 0.5) + 1.0 - 0.5

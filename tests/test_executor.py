@@ -103,12 +103,12 @@ def test_a_cpu_budget_counts_the_main_thread_and_ends_the_run_as_a_timeout(tmp_p
     res, _ = _spawn(tmp_path, SPIN_IN_MAIN, level=level, limits=budget, timeout=30, rusage=True,
                     name="main")
     assert (res.timed_out, res.cpu_exceeded, res.returncode) == (True, True, None), res
-    assert res.wall_s < 10 and res.cpu_s >= 0.9, res
+    assert res.wall_s < 10 and 0.9 <= res.cpu_s < 3.0, res
     # a worker thread spins for 2.5 s while the main one sleeps: the command ends as it will
     res, _ = _spawn(tmp_path, SPIN_IN_WORKER, level=level, limits=budget, timeout=30, rusage=True,
                     name="worker")
     assert (res.timed_out, res.cpu_exceeded, res.returncode) == (False, False, 3), res
-    assert res.cpu_s >= 2.0, res  # counted once, whichever process reaped it
+    assert 2.0 <= res.cpu_s < 4.0, res  # counted once, whichever process reaped it
     # without a budget the same spin runs to the deadline
     res, _ = _spawn(tmp_path, SPIN_IN_MAIN, level=level, timeout=2, name="deadline")
     assert (res.timed_out, res.cpu_exceeded) == (True, False), res

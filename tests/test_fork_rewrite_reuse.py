@@ -28,7 +28,7 @@ def _config(tmp_path: Path, args: list[str], pyargs: bool = False):
     return types.SimpleNamespace(
         args=args, rootpath=tmp_path, option=types.SimpleNamespace(pyargs=pyargs),
         invocation_params=types.SimpleNamespace(dir=tmp_path),
-        getini=lambda name: False)
+        getini=lambda name: ["test_*.py", "*_test.py"] if name == "python_files" else False)
 
 
 def _run(code: types.CodeType) -> dict:
@@ -71,8 +71,8 @@ def test_pyargs_packages_are_found_without_importing_them(fork_plugin, tmp_path,
     (pkg / "tests" / "test_y.py").write_text("def test_y():\n    assert 1 + 1 == 2\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     config = _config(tmp_path, ["pkgx.tests"], pyargs=True)
-    assert fork_plugin._suite_files(config) == sorted([pkg / "tests" / "__init__.py",
-                                                       pkg / "tests" / "test_y.py"])
+    (pkg / "tests" / "helpers.py").write_text("X = 1\n")  # not a test module: never rewritten
+    assert fork_plugin._suite_files(config) == [pkg / "tests" / "test_y.py"]
     assert "pkgx" not in sys.modules
     fork_plugin._rewritten(config)
     _, first = rewrite._rewrite_test(pkg / "tests" / "test_y.py", config)

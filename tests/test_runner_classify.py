@@ -199,6 +199,9 @@ def test_clean_code_runs_in_the_warm_runner_only_when_asked(monkeypatch):
         def timeout_for(self, tests, factor, floor):
             return 1.0
 
+        def cpu_budget_for(self, tests, factor, floor, warm=False):
+            return 1.0
+
     settings = runner.RunSettings()
     runner._run(Sb(), Baseline(), ["t.py::a"], settings)
     runner._run(Sb(), Baseline(), ["t.py::a"], settings, clean_warm=True)
@@ -264,6 +267,9 @@ def test_a_run_goes_to_the_warm_runner_the_forked_runner_or_a_process_of_its_own
         excluded = []
 
         def timeout_for(self, tests, factor, floor):
+            return 1.0
+
+        def cpu_budget_for(self, tests, factor, floor, warm=False):
             return 1.0
 
     on, off = runner.RunSettings(), runner.RunSettings(warm=False)

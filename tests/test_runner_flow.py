@@ -36,6 +36,9 @@ class Baseline:
     def timeout_for(self, tests, factor, floor):
         return factor * 1.5 + floor  # 1.5 s expected
 
+    def cpu_budget_for(self, tests, factor, floor, warm=False):
+        return factor * 1.5 + floor - (0.5 if warm else 0.0)  # 0.5 s of start-up
+
 
 class Sandbox:
     """Runs answer from `script` in turn; each call records the module text it ran on."""
@@ -309,7 +312,7 @@ def test_a_run_has_a_cpu_budget_beside_its_deadline_and_using_it_up_is_a_timeout
     sb = Sandbox(tmp_path / "c", [])
     sb.warm = Warm(rep(0, [PASS]))
     runner._clean_passes(sb, Baseline(), ["t.py::a"], runner.RunSettings(cpu_floor=2.5))
-    assert sb.warm.budgets == [(14.5, 7.0)]
+    assert sb.warm.budgets == [(14.5, 6.5)]  # less the start-up a warm child does not pay
 
 
 class ScriptedWarm:

@@ -89,12 +89,20 @@ def _suite_files(config):
                 roots.extend(_package_paths(arg))
             except (ImportError, ValueError):
                 continue
+    from _pytest.pathlib import fnmatch_ex
+
+    patterns = list(config.getini("python_files") or ())
+
+    def test_module(path):  # what pytest collects, and so rewrites, as a test module
+        return any(fnmatch_ex(pattern, path) for pattern in patterns)
+
     files = set(Path(config.rootpath).rglob("conftest.py"))
     for root in roots:
         if root.is_dir():
-            files.update(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+            files.update(p for p in root.rglob("*.py")
+                         if "__pycache__" not in p.parts and test_module(p))
         elif root.suffix == ".py":
-            files.add(root)
+            files.add(root)  # named on the command line: collected whatever its name
     return sorted(files)
 
 
@@ -109,7 +117,7 @@ def _rewritten(config):
     made = {}
     try:
         files = _suite_files(config)
-    except (OSError, RuntimeError):  # an unreadable or looping tree: children rewrite as usual
+    except Exception:  # noqa: BLE001 - an unreadable tree, an odd path hook: children rewrite
         return
     for path in files:
         try:

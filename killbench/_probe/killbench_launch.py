@@ -85,10 +85,10 @@ def thread_cpu(pid):
     try:
         with open(f"/proc/{pid}/task/{pid}/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
+        # after the command name: state is field 3 of proc(5), utime 14 and stime 15
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
         return None
-    # after the command name: state is field 3 of proc(5), utime 14 and stime 15
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_within(pid, deadline, budget):
@@ -118,6 +118,11 @@ def wait_within(pid, deadline, budget):
         if why is None and deadline is not None and time.monotonic() >= deadline:
             why = "deadline"
         if why is not None:
+            got, status, usage = os.wait4(pid, os.WNOHANG)
+            if got:  # it ended on its own meanwhile: as it ended
+                return status, usage, None
+            # a warm child leads its own group (what its tests started goes with it); the
+            # exec prefix's command does not, and its leftovers go with the run's group
             try:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
