@@ -183,8 +183,9 @@ def mutate_report(spec, jobs, operators, fresh, settings, show_progress=True, sa
               help="Seconds added to every deadline.")
 @click.option("--cpu-floor", type=click.FloatRange(min=0.5), default=1.0, show_default=True,
               help="CPU seconds added to every run's CPU budget (the timeout factor times its "
-                   "baseline time, plus this): pytest using it up is a timeout, as at the "
-                   "deadline. An endless loop ends there rather than at the deadline's floor.")
+                   "baseline time, plus this), which the main thread of pytest, the one running "
+                   "the tests, may use: past it the run is a timeout, as at the deadline. An "
+                   "endless loop ends there rather than at the deadline's floor.")
 @click.option("--cpu-budget/--no-cpu-budget", default=True, show_default=True,
               help="--no-cpu-budget: no CPU budget, only the wall-clock deadline ends a run.")
 @click.option("--warm/--no-warm", default=True, show_default=True,
