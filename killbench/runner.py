@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .baseline import Baseline
@@ -95,7 +96,8 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
     timeout, cpu = _limits(baseline, tests, settings)
     warm = getattr(sandbox, "warm", None)
     if warm is not None and settings.warm and (mutant is not None or clean_warm) and tests:
-        report = warm.run(mutant, tests, timeout, _limits(baseline, tests, settings, warm=True)[1])
+        _, warm_cpu = _limits(baseline, tests, settings, warm=True)
+        report = warm.run(mutant, tests, timeout, warm_cpu)
         if report is not None:
             return report
     fork = getattr(sandbox, "fork", None)
@@ -251,8 +253,18 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
     start = time.monotonic()
     selection = "full" if tests is None else "covering"
     original = (sandbox.target.tree / mutant.path).read_bytes()
-    sandbox.write(mutant.path, apply(original, mutant))
-    try:
+    mutated = apply(original, mutant)
+
+    @contextmanager
+    def applied():
+        """The mutant written into the sandbox for the length of a run; always put back."""
+        sandbox.write(mutant.path, mutated)
+        try:
+            yield
+        finally:
+            sandbox.restore()
+
+    with applied():
         report = _run(sandbox, baseline, tests, settings, mutant)
         runner = report.runner
         verdict, killed_by, detail = classify(report, sandbox)
@@ -260,8 +272,7 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
             selection = "full"
             report = _run(sandbox, baseline, None, settings, mutant)
             verdict, killed_by, detail = classify(report, sandbox)
-    finally:
-        sandbox.restore()
+
     def on_full_suite(why: str, warm_first: bool = False):
         """The mutant judged again on the whole suite (passed on, so that a forked runner whose
         server already holds the mutated module, a conftest imported it, hands it to the plain
@@ -269,21 +280,15 @@ def run_mutant(sandbox: Sandbox, baseline: Baseline, mutant: Mutant, tests: list
         warm runner's whole suite first; its survivor stands, and its kill when the tests up
         to the kill pass on clean code there; anything else is judged the usual way."""
         if warm_first and clean is not None:
-            sandbox.write(mutant.path, apply(original, mutant))
-            try:
+            with applied():
                 rep, order = _whole_suite_warm(sandbox, baseline, settings, mutant)
                 v, kb, d = classify(rep, sandbox) if rep is not None else (None, None, None)
-            finally:
-                sandbox.restore()
             if v == "survived" or (v == "killed" and clean.passes(
                     sandbox, baseline, order, settings, ran_until_kill(rep, order))):
                 return rep, v, kb, ((d or "") + f" ({why}; judged on the full suite)").strip()
-        sandbox.write(mutant.path, apply(original, mutant))
-        try:
+        with applied():
             rep = _run(sandbox, baseline, None, settings, mutant)
             v, kb, d = classify(rep, sandbox)
-        finally:
-            sandbox.restore()
         return rep, v, kb, ((d or "") + f" ({why}; judged on the full suite)").strip()
 
     if verdict == "killed" and selection == "covering" and clean is not None \
