@@ -19,6 +19,8 @@ from .sandbox import Sandbox
 log = logging.getLogger("killbench")
 
 CLEAN_RUNS = 3
+# a run's CPU budget allows its start-up and collection this many times the baseline's time
+OVERHEAD_MARGIN = 1.5
 
 
 @dataclass
@@ -50,19 +52,22 @@ class Baseline:
 
     def cpu_budget_for(self, tests: list[str] | None, factor: float, floor: float,
                        warm: bool = False) -> float:
-        """CPU seconds the main thread of a run may use: factor x its expected time plus a
-        floor. The whole suite counts every test that runs in it, skipped and xfail ones
-        too (`tests` holds the passing ones only). ``warm``: a forked child of the warm
-        runner, which pays neither start-up nor collection; the same budget less the
-        baseline's time for both, so that the tests get the same CPU on either path."""
+        """CPU seconds the main thread of a run may use: its start-up and collection with a
+        margin (``OVERHEAD_MARGIN``), factor x its tests' expected time, and a floor. The
+        whole suite counts every test that runs in it, skipped and xfail ones too (`tests`
+        holds the passing ones only). ``warm``: a forked child of the warm runner, which pays
+        neither start-up nor collection; the same budget less the baseline's time for both,
+        so that the tests get the same CPU on either path. Start-up is not scaled by the
+        factor: a mutant changes what the tests do, and the margin covers its noise; scaled,
+        it gave every warm endless loop twice the start-up it never pays."""
         if tests is None:
             excluded = set(self.excluded)
             chosen = [t for t in self.durations if t not in excluded]
         else:
             chosen = tests
-        expected = self.overhead_s + sum(self.durations.get(t, 0.0) for t in chosen)
-        budget = factor * expected + floor
-        return budget - self.overhead_s if warm else budget  # at least the floor: factor >= 1
+        budget = OVERHEAD_MARGIN * self.overhead_s + \
+            factor * sum(self.durations.get(t, 0.0) for t in chosen) + floor
+        return budget - self.overhead_s if warm else budget  # at least the floor
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -19,9 +19,13 @@ The server runs the target's own suite: it is for trusted code only (``mutate``,
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
+import re
 import shutil
+import types
+from collections import Counter
 from pathlib import Path
 
 from .errors import HarnessError
@@ -37,6 +41,57 @@ START_TIMEOUT = 600.0
 # pytest's long format reads and parses the source of every frame: half the CPU of a warm
 # kill on cachetools (a child's tests 42 -> 8 ms median).
 TRACEBACK = "--tb=line"
+
+
+def _qualnames(code, out: Counter) -> Counter:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            out[const.co_qualname] += 1
+            _qualnames(const, out)
+    return out
+
+
+def _layout(clean: bytes) -> tuple[list[tuple[int, int]], Counter] | None:
+    """Of a clean source file: its top-level defs and classes as (first byte, byte after the
+    end), decorators included; and how many code objects bear each qualified name. None when
+    it cannot be compiled, or declares a coding (the child reads what it keeps as UTF-8)."""
+    if any(_CODING.match(line) for line in clean.split(b"\n", 2)[:2]):
+        return None
+    try:
+        tree = ast.parse(clean)
+        code = compile(tree, "<clean>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    starts = [0] + [i + 1 for i, b in enumerate(clean) if b == 0x0A]
+    parts = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            parts.append((starts[first - 1], starts[node.end_lineno - 1] + node.end_col_offset))
+    return parts, _qualnames(code, Counter())
+
+
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+def segment_of(layout, mutant: Mutant) -> dict | None:
+    """What of the mutated file the warm child may leave out for `mutant` (``mutated_code``
+    in the child): every top-level def and class but the one that holds the whole edit, when
+    every function the child swaps bears a name no other code object in the file bears
+    (else it compiles the whole file, and refuses such a mutant)."""
+    if layout is None or not mutant.function:
+        return None
+    parts, names = layout
+    pieces = mutant.function.split(".<locals>.")
+    if any(names[".<locals>.".join(pieces[:i])] != 1 for i in range(1, len(pieces) + 1)):
+        return None
+    holder = [p for p in parts if p[0] <= mutant.start and mutant.end <= p[1]]
+    if len(holder) != 1:
+        return None
+    grown = len(mutant.replacement.encode("utf-8")) - (mutant.end - mutant.start)
+    blank = [[a, b] if b <= mutant.start else [a + grown, b + grown]
+             for a, b in parts if (a, b) != holder[0]]
+    return {"blank": blank}
 
 
 class WarmRunner:
@@ -58,6 +113,7 @@ class WarmRunner:
         self.runs = 0
         self.fallbacks = 0
         self.order: list[str] | None = None  # the collected suite in run order (warm runner)
+        self._layouts: dict[str, object] = {}  # source path -> _layout of its clean text
 
     def _start(self) -> None:
         sb = self.sandbox
@@ -133,7 +189,8 @@ class WarmRunner:
                         "copies": [str(c) for c in copies],
                         "function": mutant.function, "start": mutant.start,
                         # where the replacement lies in the mutated file the child reads
-                        "end": mutant.start + len(mutant.replacement.encode("utf-8"))})
+                        "end": mutant.start + len(mutant.replacement.encode("utf-8")),
+                        "segment": segment_of(self._layout(mutant.path), mutant)})
         if not self.server.send(job):
             self.close()
             return None
@@ -155,6 +212,12 @@ class WarmRunner:
         report, _ = sb.after_run(job_dir, proc, keep=True)
         report.runner = self.kind
         return report
+
+
+    def _layout(self, path: str):
+        if path not in self._layouts:
+            self._layouts[path] = _layout((self.sandbox.target.tree / path).read_bytes())
+        return self._layouts[path]
 
 
 class ForkRunner(WarmRunner):

@@ -45,9 +45,7 @@ def _child(job, server_pid):
         if key in ("HOME", "TMPDIR"):
             os.makedirs(value, exist_ok=True)
     tempfile.tempdir = None
-    live = job.get("path") is not None and warm._live_from(job.get("copies") or [job["path"]])
-    warm._FUNCTIONS.clear()
-    if live:
+    if job.get("path") is not None and warm._live_from(job.get("copies") or [job["path"]]):
         os._exit(warm.CANNOT_APPLY)
     probe._reset({**probe._config(), "report": job["report"], "select": None})
     probe._emit({"event": "start", "pid": os.getpid(), "python": sys.version.split()[0],

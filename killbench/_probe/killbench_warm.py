@@ -8,7 +8,8 @@ answers jobs, one JSON line each on the first file descriptor named by KILLBENCH
 
     job     {"id", "report", "select": [node ids], "path": the mutated file as imported,
              "copies": every copy of it in the sandbox, "function": qualified name or null,
-             "timeout": seconds, "cpu": the CPU seconds the child's main thread may use, or null}
+             "timeout": seconds, "cpu": the CPU seconds the child's main thread may use, or null,
+             "segment": what of the file the child may leave out, or null (``mutated_code``)}
             (path null: the clean code, a kill's confirmation)
     answer  {"id", "status": wait status, "timed_out", "cpu_exceeded" (the timeout was the
              CPU budget), "wall_s", "cpu_s", "max_rss_kb"}
@@ -34,18 +35,22 @@ import signal
 import sys
 import time
 import types
+import weakref
 
 import pytest
 from killbench_launch import wait_within
 
 CANNOT_APPLY = 99
 
-# file -> qualified name -> every live function object compiled from that file's code of
-# that name: taken once in the server after collection (nothing changes it between jobs:
-# the server only forks), so a child finds a mutant's functions without walking the heap,
-# which costs tens of milliseconds and copies every page it touches. A child drops it
-# before any test runs, so no test sees an object kept alive by it.
+# file -> qualified name -> weak references to every live function object compiled from
+# that file's code of that name: taken once in the server after collection (nothing changes
+# it between jobs: the server only forks), so a child finds a mutant's functions without
+# walking the heap, which costs tens of milliseconds and copies every page it touches. Weak,
+# so that no test sees an object kept alive by it, without the child having to drop it
+# (dropping thousands of references touched, and so copied, thousands of pages per child).
 _FUNCTIONS = {}
+# the real paths of the files the server's modules were imported from (``_live_from``)
+_MODULE_FILES = set()
 
 
 def _function_index():
@@ -53,7 +58,16 @@ def _function_index():
     for obj in gc.get_objects():
         if isinstance(obj, types.FunctionType):
             c = obj.__code__
-            out.setdefault(c.co_filename, {}).setdefault(c.co_qualname, []).append(obj)
+            out.setdefault(c.co_filename, {}).setdefault(c.co_qualname, []).append(weakref.ref(obj))
+    return out
+
+
+def _module_files():
+    out = set()
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if isinstance(f, str):
+            out.add(os.path.realpath(f))
     return out
 
 
@@ -90,19 +104,55 @@ def _in_body(tree, qualname, start, end, starts):
     return walk(tree.body, [])
 
 
-def apply_in_place(path, function, start, end):
+def _line_starts(data):
+    starts = [0]
+    find = data.find
+    i = find(b"\n")
+    while i >= 0:
+        starts.append(i + 1)
+        i = find(b"\n", i + 1)
+    return starts
+
+
+def mutated_code(data, path, start, end, segment=None):
+    """The mutated file's code, its syntax tree, line starts, and where the mutation lies in
+    them; None on a syntax error. ``segment`` (from killbench, which read the clean file):
+    {"blank": [[start, end], ...]}, the other top-level defs and classes, in bytes of the
+    mutated file. Each is left out, its lines kept as empty ones, so that the rest (imports,
+    module-level statements, the def or class that holds the mutation) compiles at its own
+    lines and columns in the same module scope, to the same code objects as the whole file
+    (tests/test_warm_segment.py), at a fraction of the cost."""
+    if segment is not None:
+        pieces, at, removed = [], 0, 0
+        for first, after in segment["blank"]:
+            pieces.append(data[at:first])
+            lines = data.count(b"\n", first, after)
+            pieces.append(b"\n" * lines)
+            if after <= start:
+                removed += (after - first) - lines
+            at = after
+        pieces.append(data[at:])
+        data = b"".join(pieces)
+        start, end = start - removed, end - removed
+    try:
+        tree = ast.parse(data)
+        code = compile(tree, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    return code, tree, _line_starts(data), start, end
+
+
+def apply_in_place(path, function, start, end, segment=None):
     """Swap the mutated function's code (and its enclosing functions') into every live
     function object; False when the mutant cannot be applied this way."""
     if not function or "<lambda>" in function or "<genexpr>" in function:
         return False
     with open(path, "rb") as fh:
         data = fh.read()
-    try:
-        tree = ast.parse(data)
-        code = compile(tree, path, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
+    made = mutated_code(data, path, start, end, segment)
+    if made is None:
         return False
-    starts = [0] + [i + 1 for i, b in enumerate(data) if b == 0x0A]
+    code, tree, starts, start, end = made
     if not _in_body(tree, function, start, end, starts):
         return False
     mutated = _codes(code)
@@ -119,7 +169,10 @@ def apply_in_place(path, function, start, end):
     swapped = 0
     live = _FUNCTIONS.get(path, {})
     for name, new in wanted.items():
-        for obj in live.get(name, ()):
+        for ref in live.get(name, ()):
+            obj = ref()
+            if obj is None:
+                continue
             if obj.__code__.co_freevars != new.co_freevars:
                 return False
             obj.__code__ = new
@@ -131,11 +184,7 @@ def _live_from(copies):
     """Whether anything in this process was made from one of `copies` (the mutated file's
     places in the sandbox): a module imported from it, or a function compiled from it."""
     real = {os.path.realpath(p) for p in copies}
-    for mod in list(sys.modules.values()):
-        f = getattr(mod, "__file__", None)
-        if isinstance(f, str) and os.path.realpath(f) in real:
-            return True
-    return any(name in _FUNCTIONS for name in set(copies) | real)
+    return bool(real & _MODULE_FILES) or any(name in _FUNCTIONS for name in set(copies) | real)
 
 
 def _apply(job):
@@ -146,7 +195,8 @@ def _apply(job):
         return True
     if job.get("function") is None:
         return False  # module level, and the module is already live: a cold run imports it
-    return apply_in_place(job["path"], job["function"], job["start"], job["end"])
+    return apply_in_place(job["path"], job["function"], job["start"], job["end"],
+                          job.get("segment"))
 
 
 def _run_items(session, items):
@@ -195,7 +245,6 @@ def _child(session, job, by_id, server_pid):
     probe._reset({**probe._config(), "report": job["report"], "select": job["select"]})
     if job.get("path") is not None and not _apply(job):
         os._exit(CANNOT_APPLY)
-    _FUNCTIONS.clear()
     probe._emit({"event": "start", "pid": os.getpid(), "python": sys.version.split()[0],
                  "pytest": pytest.__version__, "warm": True})
     probe._emit({"event": "collected", "collected": len(by_id), "selected": len(items),
@@ -218,6 +267,7 @@ def serve(items, child, order=None):
     jobs = os.fdopen(jobs_fd, "r", encoding="utf-8")
     out = os.fdopen(answers_fd, "w", encoding="utf-8")
     _FUNCTIONS.update(_function_index())
+    _MODULE_FILES.update(_module_files())
     print(json.dumps({"ready": True, "items": items, "pid": os.getpid(), "order": order}),
           file=out, flush=True)
     server_pid = os.getpid()
