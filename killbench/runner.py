@@ -91,8 +91,9 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
          settings: RunSettings, mutant: Mutant | None = None, clean_warm: bool = False) -> RunReport:
     """One run of `tests` (None: the whole suite) on the sandbox as it is: in the warm
     runner when it has one, for a mutant's selection or (`clean_warm`) for the same kind of
-    selection on clean code; the whole suite in the forked runner when it has one; else as
-    a process of its own."""
+    selection on clean code; in the forked runner when it has one, for a run that collects
+    the suite's own arguments (the whole suite, or a selection of node ids that are not
+    paths); else as a process of its own."""
     timeout, cpu = _limits(baseline, tests, settings)
     warm = getattr(sandbox, "warm", None)
     if warm is not None and settings.warm and (mutant is not None or clean_warm) and tests:
@@ -100,14 +101,17 @@ def _run(sandbox: Sandbox, baseline: Baseline, tests: list[str] | None,
         report = warm.run(mutant, tests, timeout, warm_cpu)
         if report is not None:
             return report
-    fork = getattr(sandbox, "fork", None)
-    if fork is not None and settings.warm and tests is None:
-        report = fork.run(mutant, None, timeout, cpu)
-        if report is not None:
-            return report
     spec = sandbox.target.spec
     files = test_files(tests) if tests is not None else []
-    if tests is None or not all((sandbox.tree / f).is_file() for f in files):
+    suite_args = tests is None or not all((sandbox.tree / f).is_file() for f in files)
+    fork = getattr(sandbox, "fork", None)
+    if fork is not None and settings.warm and suite_args:
+        # the forked runner's children collect the suite's own arguments, as this run
+        # would: the whole suite, or a selection of it the warm runner could not take
+        report = fork.run(mutant, tests, timeout, cpu)
+        if report is not None:
+            return report
+    if suite_args:
         # node ids that are not paths under the tree (e.g. tests collected with --pyargs
         # from the installed package): collect the suite's own arguments, select by id
         files = list(spec.tests)

@@ -9,7 +9,8 @@ path, and every `mutate` run and `killbench doctor` run a sample of mutants both
 fail loudly on any difference (``check_sample``).
 
 The forked runner (``ForkRunner``) serves the runs the warm one cannot: the whole suite,
-for a mutant evaluated at import or definition time or a clean rerun. Its server stops
+for a mutant evaluated at import or definition time or a clean rerun, and a selection of a
+suite whose plain runs collect the suite's own arguments (``--pyargs``). Its server stops
 before collection, and each child collects and runs from there as a fresh process would,
 importing the mutant from disk; checked against the plain path the same way.
 
@@ -221,8 +222,10 @@ class WarmRunner:
 
 
 class ForkRunner(WarmRunner):
-    """Full-suite runs (mutants evaluated at import or definition time, clean reruns) in a
-    child forked from a session that stopped before collection (``killbench_fork``): the
+    """Runs that collect the suite's own arguments (the whole suite for mutants evaluated at
+    import or definition time and clean reruns; a selection of a ``--pyargs`` suite the
+    warm runner cannot take) in a child forked from a session that stopped before
+    collection (``killbench_fork``): the
     child imports the tests and the target from disk and runs as the plain path would,
     without paying for the interpreter's start, pytest's import and its configuration.
     Checked against the plain path as the warm runner is."""

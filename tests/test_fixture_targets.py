@@ -65,3 +65,25 @@ def test_every_bucket_filled(fixture_target, use_cache):
               "killed:exception", "killed:collection-error", "survived:reachable",
               "survived:unreachable", "unkillable:inside", "unkillable:annotation", "import-time"}
     assert wanted <= seen, f"empty buckets: {sorted(wanted - seen)}"
+
+
+@pytest.mark.slow
+def test_a_selection_the_warm_runner_cannot_take_runs_forked_when_plain_would_collect_the_suite(
+        fixture_target, use_cache):
+    """A --pyargs suite: a plain run of a mutant's covering tests collects the suite's own
+    arguments and keeps the selection, which is what a child of the forked runner does. A
+    mutant of a function whose name is defined twice (the warm runner cannot tell which one
+    is live) runs its covering test there; the same verdicts as the plain path's."""
+    import dataclasses
+
+    spec = load_local(fixture_target("tests_inside_package"))
+    forked = {_key(r): r for r in mutate_target(spec, jobs=1, settings=FAST, show_progress=False).records}
+    kill, survivor = forked["10:16:number-constant:4"], forked["10:11:arith-swap:n / 3"]
+    assert (kill.outcome.runner, kill.outcome.selection) == ("fork", "covering")
+    assert kill.outcome.killed_by.test.endswith("test_third")
+    assert survivor.outcome.runner == "fork"  # and its whole-suite judgment: forked too
+    plain = {_key(r): r for r in mutate_target(spec, jobs=1, settings=dataclasses.replace(FAST, warm=False),
+                                               show_progress=False, fresh=True).records}
+    assert {k: r.outcome.verdict for k, r in plain.items()} == \
+        {k: r.outcome.verdict for k, r in forked.items()}
+    assert {r.outcome.runner for r in plain.values() if r.outcome.ran} == {"plain"}

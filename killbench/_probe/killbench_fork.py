@@ -10,7 +10,8 @@ probe and ``-x``, the plain path's full-suite arguments). Jobs and answers as fo
 runner (``killbench_warm``), one JSON line each on the descriptors in KILLBENCH_WARM_FD:
 
     job     {"id", "report", "timeout", "cpu", "env", "path": the mutated file as imported
-             or null (clean code), "copies": every copy of it in the sandbox}
+             or null (clean code), "copies": every copy of it in the sandbox,
+             "select": node ids to run, or null for the whole suite}
     answer  {"id", "status", "timed_out", "cpu_exceeded", "wall_s", "cpu_s", "max_rss_kb"}
 
 A child whose mutated file something in the server was already made from (a conftest
@@ -47,7 +48,9 @@ def _child(job, server_pid):
     tempfile.tempdir = None
     if job.get("path") is not None and warm._live_from(job.get("copies") or [job["path"]]):
         os._exit(warm.CANNOT_APPLY)
-    probe._reset({**probe._config(), "report": job["report"], "select": None})
+    # a selection is kept by the probe after collection, as in a plain run of the suite's
+    # own arguments with that selection
+    probe._reset({**probe._config(), "report": job["report"], "select": job.get("select")})
     probe._emit({"event": "start", "pid": os.getpid(), "python": sys.version.split()[0],
                  "pytest": pytest.__version__, "fork": True})
 
