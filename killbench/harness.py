@@ -306,7 +306,7 @@ def run_candidates(target: PreparedTarget, baseline: Baseline, candidates: list[
 
 
 WARM_SAMPLE = 8  # mutants the warm runner judged, run again the plain way
-FORK_SAMPLE = 4  # and of those the forked runner judged (each a whole-suite run)
+FORK_SAMPLE = 4  # and of those the forked runner judged
 
 
 def warm_equals_plain(target: PreparedTarget, baseline: Baseline, records: list[MutantRecord],

@@ -55,8 +55,12 @@ def _qualnames(code, out: Counter) -> Counter:
 def _layout(clean: bytes) -> tuple[list[tuple[int, int]], Counter] | None:
     """Of a clean source file: its top-level defs and classes as (first byte, byte after the
     end), decorators included; and how many code objects bear each qualified name. None when
-    it cannot be compiled, or declares a coding (the child reads what it keeps as UTF-8)."""
+    it cannot be compiled, declares a coding (the child reads what it keeps as UTF-8),
+    starts with a byte-order mark (columns of its first line do not count it), or ends a
+    line with a lone carriage return (a line to Python, not to the child's blanking)."""
     if any(_CODING.match(line) for line in clean.split(b"\n", 2)[:2]):
+        return None
+    if clean.startswith(b"\xef\xbb\xbf") or clean.count(b"\r") != clean.count(b"\r\n"):
         return None
     try:
         tree = ast.parse(clean)
@@ -115,6 +119,7 @@ class WarmRunner:
         self.fallbacks = 0
         self.order: list[str] | None = None  # the collected suite in run order (warm runner)
         self._layouts: dict[str, object] = {}  # source path -> _layout of its clean text
+        self.saved_cpu = 0.0  # CPU the server spent before forking that a plain run spends
 
     def _start(self) -> None:
         sb = self.sandbox
@@ -141,6 +146,7 @@ class WarmRunner:
             return
         self._rebuilds = sb.rebuilds
         self.order = ready.get("order")
+        self.saved_cpu = float(ready.get("saved_cpu") or 0.0)
 
     def close(self) -> None:
         self.order = None
@@ -235,6 +241,17 @@ class ForkRunner(WarmRunner):
 
     def server_args(self) -> list[str]:
         return ["-x", TRACEBACK, *self.sandbox.target.spec.tests]  # as the plain path's full suite
+
+    def _job(self, mutant: Mutant | None, tests: list[str] | None, timeout: float,
+             cpu_seconds: float | None = None) -> RunReport | None:
+        """A child's CPU budget is the plain run's less what the server spent before its
+        first fork (start-up, configuration, rewriting the suite's asserts), which the
+        child does not spend again: its collection and tests get the plain run's share. At
+        most the baseline's start-up and collection time is taken off (a server that
+        started on a cold cache spent more than a plain run does)."""
+        if cpu_seconds is not None:
+            cpu_seconds = cpu_seconds - min(self.saved_cpu, self.baseline.overhead_s)
+        return super()._job(mutant, tests, timeout, cpu_seconds)
 
     def _trusted_start(self, timeout: float) -> bool:
         """The whole suite must pass on clean code in a child of this server before any

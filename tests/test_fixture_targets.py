@@ -69,19 +69,36 @@ def test_every_bucket_filled(fixture_target, use_cache):
 
 @pytest.mark.slow
 def test_a_selection_the_warm_runner_cannot_take_runs_forked_when_plain_would_collect_the_suite(
-        fixture_target, use_cache):
+        fixture_target, use_cache, monkeypatch):
     """A --pyargs suite: a plain run of a mutant's covering tests collects the suite's own
     arguments and keeps the selection, which is what a child of the forked runner does. A
     mutant of a function whose name is defined twice (the warm runner cannot tell which one
     is live) runs its covering test there; the same verdicts as the plain path's."""
     import dataclasses
 
+    import killbench.runner as runner
+
+    runs = []
+    real_run = runner._run
+
+    def spy(sandbox, baseline, tests, settings, mutant=None, clean_warm=False):
+        report = real_run(sandbox, baseline, tests, settings, mutant, clean_warm)
+        runs.append((tests, report))
+        return report
+
+    monkeypatch.setattr(runner, "_run", spy)
     spec = load_local(fixture_target("tests_inside_package"))
-    forked = {_key(r): r for r in mutate_target(spec, jobs=1, settings=FAST, show_progress=False).records}
-    kill, survivor = forked["10:16:number-constant:4"], forked["10:11:arith-swap:n / 3"]
-    assert (kill.outcome.runner, kill.outcome.selection) == ("fork", "covering")
-    assert kill.outcome.killed_by.test.endswith("test_third")
-    assert survivor.outcome.runner == "fork"  # and its whole-suite judgment: forked too
+    forked = {_key(r): r for r in mutate_target(spec, jobs=1, settings=FAST, show_progress=False,
+                                                fresh=True).records}
+    # a forked child ran only the selection it was sent
+    selections = [(tests, r) for tests, r in runs if tests is not None and r.runner == "fork"]
+    assert selections
+    for tests, r in selections:
+        assert r.selected == len(tests) and set(r.begun) <= set(tests), (tests, r.begun)
+    for key in ("10:16:number-constant:4", "10:11:arith-swap:n / 3", "10:4:return-none:return None"):
+        kill = forked[key]
+        assert (kill.outcome.runner, kill.outcome.selection) == ("fork", "covering"), key
+        assert kill.outcome.killed_by.test.endswith("test_third")
     plain = {_key(r): r for r in mutate_target(spec, jobs=1, settings=dataclasses.replace(FAST, warm=False),
                                                show_progress=False, fresh=True).records}
     assert {k: r.outcome.verdict for k, r in plain.items()} == \

@@ -13,6 +13,8 @@ runner (``killbench_warm``), one JSON line each on the descriptors in KILLBENCH_
              or null (clean code), "copies": every copy of it in the sandbox,
              "select": node ids to run, or null for the whole suite}
     answer  {"id", "status", "timed_out", "cpu_exceeded", "wall_s", "cpu_s", "max_rss_kb"}
+    ready   also {"saved_cpu"}: the CPU seconds the server's main thread spent before the
+            first fork, which a child does not spend again
 
 A child whose mutated file something in the server was already made from (a conftest
 imported it while pytest configured) exits 99: the plain path runs that mutant.
@@ -27,6 +29,7 @@ content (a mutated target file that pytest rewrites, say) is rewritten as usual.
 import os
 import signal
 import sys
+import time
 
 import pytest
 
@@ -146,6 +149,10 @@ def _rewritten(config):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session):
     _rewritten(session.config)
-    if warm.serve(0, _child):
+    # what a plain run's main thread spends before collection (and on rewriting asserts,
+    # which a child reuses), and a child does not: taken off the child's CPU budget, so
+    # that its collection and tests get the plain run's share
+    saved = time.thread_time()
+    if warm.serve(0, _child, index=False, saved_cpu=saved):
         return None  # the child: pytest's own collection, run and exit from here on
     os._exit(0)

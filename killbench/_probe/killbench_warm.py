@@ -47,7 +47,8 @@ CANNOT_APPLY = 99
 # it between jobs: the server only forks), so a child finds a mutant's functions without
 # walking the heap, which costs tens of milliseconds and copies every page it touches. Weak,
 # so that no test sees an object kept alive by it, without the child having to drop it
-# (dropping thousands of references touched, and so copied, thousands of pages per child).
+# (dropping thousands of references touched, and so copied, thousands of pages per child);
+# a test that counts a server function's weak references sees one more than in a plain run.
 _FUNCTIONS = {}
 # the real paths of the files the server's modules were imported from (``_live_from``)
 _MODULE_FILES = set()
@@ -60,6 +61,11 @@ def _function_index():
             c = obj.__code__
             out.setdefault(c.co_filename, {}).setdefault(c.co_qualname, []).append(weakref.ref(obj))
     return out
+
+
+def _function_files():
+    return {obj.__code__.co_filename for obj in gc.get_objects()
+            if isinstance(obj, types.FunctionType)}
 
 
 def _module_files():
@@ -150,6 +156,8 @@ def apply_in_place(path, function, start, end, segment=None):
     with open(path, "rb") as fh:
         data = fh.read()
     made = mutated_code(data, path, start, end, segment)
+    if made is None and segment is not None:  # a part that does not compile: the file
+        made = mutated_code(data, path, start, end)
     if made is None:
         return False
     code, tree, starts, start, end = made
@@ -257,19 +265,24 @@ def _child(session, job, by_id, server_pid):
     os._exit(code)
 
 
-def serve(items, child, order=None):
+def serve(items, child, order=None, index=True, saved_cpu=None):
     """The server's loop, shared with the forked runner: answer each job by forking a child
     that runs ``child(job, server_pid)``, waiting for it up to the job's deadline and killing
     whatever it left in its session. True in a child whose ``child`` returned (the forked
     runner's goes on into pytest), False in the server when the jobs pipe closes. ``order``:
-    the collected node ids in the order a run of the whole suite takes them (sent once)."""
+    the collected node ids in the order a run of the whole suite takes them (sent once).
+    ``index``: take the index of live functions a child swaps code in (the forked runner's
+    children never swap, and need only the files); ``saved_cpu``: sent in the ready line."""
     jobs_fd, answers_fd = (int(x) for x in os.environ["KILLBENCH_WARM_FD"].split(","))
     jobs = os.fdopen(jobs_fd, "r", encoding="utf-8")
     out = os.fdopen(answers_fd, "w", encoding="utf-8")
-    _FUNCTIONS.update(_function_index())
+    if index:
+        _FUNCTIONS.update(_function_index())
+    else:
+        _FUNCTIONS.update({name: {} for name in _function_files()})
     _MODULE_FILES.update(_module_files())
-    print(json.dumps({"ready": True, "items": items, "pid": os.getpid(), "order": order}),
-          file=out, flush=True)
+    print(json.dumps({"ready": True, "items": items, "pid": os.getpid(), "order": order,
+                      "saved_cpu": saved_cpu}), file=out, flush=True)
     server_pid = os.getpid()
     for line in jobs:
         if not line.strip():
