@@ -56,3 +56,22 @@ def test_the_budget_of_the_whole_suite_counts_every_test_it_runs_and_a_warm_chil
     assert b.cpu_budget_for(None, 3.0, 1.0) == 1.5 * 0.5 + 3.0 * 2.0 + 1.0
     assert b.cpu_budget_for(["a"], 3.0, 1.0) == 1.5 * 0.5 + 3.0 * 0.5 + 1.0
     assert b.cpu_budget_for(["a"], 3.0, 1.0, warm=True) == 1.5 * 0.5 + 3.0 * 0.5 + 1.0 - 0.5
+
+
+def test_a_forked_child_gets_the_plain_budget_less_what_its_server_spent_before_forking(monkeypatch):
+    """What the forked server's main thread spent before its first fork (start-up,
+    configuration, rewriting asserts) a child does not spend again: taken off its budget, at
+    most the baseline's start-up and collection time."""
+    from types import SimpleNamespace
+
+    from killbench.warm import ForkRunner, WarmRunner
+
+    sent = []
+    monkeypatch.setattr(WarmRunner, "_job", lambda self, mutant, tests, timeout, cpu=None: sent.append(cpu))
+    runner = ForkRunner(sandbox=None, baseline=SimpleNamespace(overhead_s=0.8))
+    runner.saved_cpu = 0.5
+    runner._job(None, None, 10.0, 4.0)
+    runner.saved_cpu = 2.0  # a server started on a cold cache
+    runner._job(None, None, 10.0, 4.0)
+    runner._job(None, None, 10.0, None)  # no budget stays none
+    assert sent == [3.5, 3.2, None]
