@@ -23,13 +23,14 @@ from __future__ import annotations
 import ast
 import logging
 import os
-import re
 import shutil
 import types
 from collections import Counter
 from pathlib import Path
 
 from .errors import HarnessError
+from .mutate import _utf8_source
+from .operators import Source
 from .executor import ProcessResult, Server
 from .records import Mutant, RunReport
 
@@ -55,28 +56,25 @@ def _qualnames(code, out: Counter) -> Counter:
 def _layout(clean: bytes) -> tuple[list[tuple[int, int]], Counter] | None:
     """Of a clean source file: its top-level defs and classes as (first byte, byte after the
     end), decorators included; and how many code objects bear each qualified name. None when
-    it cannot be compiled, declares a coding (the child reads what it keeps as UTF-8),
-    starts with a byte-order mark (columns of its first line do not count it), or ends a
-    line with a lone carriage return (a line to Python, not to the child's blanking)."""
-    if any(_CODING.match(line) for line in clean.split(b"\n", 2)[:2]):
+    it cannot be compiled, declares a coding other than UTF-8 (the child reads what it keeps
+    as UTF-8), starts with a byte-order mark (columns of its first line do not count it), or
+    ends a line with a lone carriage return (a line to Python, not to the child's blanking)."""
+    if not _utf8_source(clean):
         return None
     if clean.startswith(b"\xef\xbb\xbf") or clean.count(b"\r") != clean.count(b"\r\n"):
         return None
     try:
+        src = Source(clean.decode("utf-8"))
         tree = ast.parse(clean)
         code = compile(tree, "<clean>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
-    starts = [0] + [i + 1 for i, b in enumerate(clean) if b == 0x0A]
     parts = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            parts.append((starts[first - 1], starts[node.end_lineno - 1] + node.end_col_offset))
+            parts.append((src.offset(first, 0), src.offset(node.end_lineno, node.end_col_offset)))
     return parts, _qualnames(code, Counter())
-
-
-_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
 
 def segment_of(layout, mutant: Mutant) -> dict | None:
@@ -197,7 +195,9 @@ class WarmRunner:
                         "function": mutant.function, "start": mutant.start,
                         # where the replacement lies in the mutated file the child reads
                         "end": mutant.start + len(mutant.replacement.encode("utf-8")),
-                        "segment": segment_of(self._layout(mutant.path), mutant)})
+                        # the forked runner's children never swap code in place
+                        "segment": segment_of(self._layout(mutant.path), mutant)
+                        if self.kind == "warm" else None})
         if not self.server.send(job):
             self.close()
             return None
@@ -219,7 +219,6 @@ class WarmRunner:
         report, _ = sb.after_run(job_dir, proc, keep=True)
         report.runner = self.kind
         return report
-
 
     def _layout(self, path: str):
         if path not in self._layouts:
